@@ -1,0 +1,94 @@
+"""DraftOrganizer: holds a config, its constants and callables, and picks a path by shape."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from . import _checks, _compile
+from .config import DraftConfig
+from .constants import ChainConstants, chain_constants
+from .organize import DraftTree, _check_multilayer, _check_steps
+
+
+class DraftOrganizer:
+    """The thin stateful front of eagle_fn for a serving engine's draft loop.
+
+    Holds the config, the chain constants and the (compiled or eager) organize functions,
+    and takes the zero-computation chain path when the config is a chain and the batch fits
+    ``max_bs``; otherwise the general path, which gives identical values.
+
+    Args:
+        cfg: the draft configuration.
+        max_bs: the largest batch the chain constants serve, ``>= 1``.
+        device: where the constants live: a ``torch.device`` or a string such as ``"cpu"``.
+        compile: ``True``/``False`` to force compiled/eager functions; ``None`` reads
+            ``EAGLE_FN_COMPILE`` now (``0``, ``1``, or unset/``auto`` = compiled on CUDA).
+
+    Example:
+        >>> worker = DraftOrganizer(DraftConfig.chain(3), max_bs=8, device="cpu", compile=False)
+        >>> tree = worker.organize(torch.rand(2, 3), torch.tensor([[11, 0, 6], [5, 10, 3]]))
+        >>> tree.parent_list.tolist(), tree.draft_tokens.tolist()
+        ([[-1, 0, 1], [-1, 0, 1]], [[11, 0, 6], [5, 10, 3]])
+    """
+
+    config: DraftConfig
+    max_bs: int
+    device: torch.device
+    compiled: bool
+
+    def __init__(
+        self,
+        cfg: DraftConfig,
+        *,
+        max_bs: int,
+        device: torch.device | str,
+        compile: bool | None = None,
+    ) -> None:
+        where = "DraftOrganizer"
+        _checks.require_config(where, cfg)
+        self.max_bs = _checks.require_int(where, "max_bs", max_bs, 1)
+        self.device = _checks.as_device(where, device)
+        self.compiled = _compile.resolve(compile, self.device)
+        self.reconfigure(cfg)
+
+    def reconfigure(self, cfg: DraftConfig) -> None:
+        """Switches to ``cfg``; constants and compiled functions come from the shared caches."""
+        self.config = _checks.require_config("DraftOrganizer.reconfigure", cfg)
+        self._constants: ChainConstants | None = (
+            chain_constants(cfg, max_bs=self.max_bs, device=self.device) if cfg.is_chain else None
+        )
+        self._fns = _compile.organizers(cfg, self.max_bs, enabled=self.compiled)
+
+    def organize(self, topk_p: Tensor, topk_index: Tensor) -> DraftTree:
+        """Organizes a multi-layer draft: one token per step, ``[bs, num_steps]`` each (SPEC §5).
+
+        Shape guard: a chain config with ``bs <= max_bs`` returns the cached constants and
+        ``topk_index`` (no computation); anything else runs the general path.
+        """
+        _check_multilayer("DraftOrganizer.organize", self.config, topk_p, topk_index)
+        _checks.require_device("DraftOrganizer.organize", "topk_index", topk_index, self.device, "the worker")
+        if self._constants is not None and topk_index.shape[0] <= self.max_bs:
+            return self._fns.chain(self._constants, topk_index)
+        return self._fns.multilayer(self.config, topk_p, topk_index)
+
+    def organize_steps(
+        self,
+        score_list: Sequence[Tensor],
+        token_list: Sequence[Tensor],
+        parents_list: Sequence[Tensor],
+    ) -> DraftTree:
+        """Organizes the per-step lists of a draft loop (SPEC §3-4).
+
+        A chain config with ``bs <= max_bs`` returns the cached constants and the tokens
+        concatenated; anything else runs :func:`~eagle_fn.organize_tree`.
+        """
+        where = "DraftOrganizer.organize_steps"
+        _check_steps(where, self.config, score_list, token_list, parents_list)
+        _checks.require_device(where, "score_list[0]", score_list[0], self.device, "the worker")
+        bs = score_list[0].shape[0]
+        if self._constants is not None and bs <= self.max_bs:
+            return self._fns.chain(self._constants, torch.cat(list(token_list), dim=1))
+        return self._fns.tree(self.config, score_list, token_list, parents_list)
