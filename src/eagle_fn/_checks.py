@@ -37,31 +37,38 @@ def require_rank(where: str, name: str, value: object, symbolic: str, ndim: int)
     return tensor
 
 
-def require_shape(where: str, name: str, value: object, symbolic: str, shape: tuple[int, ...]) -> Tensor:
+def require_shape(
+    where: str, name: str, value: object, symbolic: str, shape: tuple[int, ...]
+) -> Tensor:
     tensor = require_tensor(where, name, value)
     if tensor.shape != shape:
         raise ValueError(
-            f"{where}: {name} must have shape {symbolic} = {show(shape)}, "
-            f"got {show(tensor.shape)}"
+            f"{where}: {name} must have shape {symbolic} = {show(shape)}, got {show(tensor.shape)}"
         )
     return tensor
 
 
-def require_index(where: str, name: str, value: object, symbolic: str, shape: tuple[int, ...]) -> Tensor:
+def require_index(
+    where: str, name: str, value: object, symbolic: str, shape: tuple[int, ...]
+) -> Tensor:
     tensor = require_shape(where, name, value, symbolic, shape)
     if tensor.dtype != torch.int64:
         raise TypeError(f"{where}: {name} must be an int64 tensor, got {tensor.dtype}")
     return tensor
 
 
-def require_scores(where: str, name: str, value: object, symbolic: str, shape: tuple[int, ...]) -> Tensor:
+def require_scores(
+    where: str, name: str, value: object, symbolic: str, shape: tuple[int, ...]
+) -> Tensor:
     tensor = require_shape(where, name, value, symbolic, shape)
     if not tensor.dtype.is_floating_point:
         raise TypeError(f"{where}: {name} must be a floating-point tensor, got {tensor.dtype}")
     return tensor
 
 
-def require_device(where: str, name: str, tensor: Tensor, device: torch.device, source: str) -> None:
+def require_device(
+    where: str, name: str, tensor: Tensor, device: torch.device, source: str
+) -> None:
     if tensor.device != device:
         raise ValueError(
             f"{where}: {name} is on {tensor.device}, expected {device} (the device of {source})"

@@ -94,7 +94,9 @@ def _organizers(cfg: DraftConfig, max_bs: int, enabled: bool) -> Organizers:
     steps = range(cfg.num_steps)
     return Organizers(
         chain=compile_fn(
-            organize._organize_chain, enabled=enabled, shapes={"topk_index": _batch_first(chain_bs, 2)}
+            organize._organize_chain,
+            enabled=enabled,
+            shapes={"topk_index": _batch_first(chain_bs, 2)},
         ),
         multilayer=compile_fn(
             organize._organize_multilayer,

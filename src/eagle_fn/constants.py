@@ -70,9 +70,7 @@ class ChainConstants(CachedTensors):
         return _chain_tensors(self.config, self.max_bs, self.parents.device)
 
 
-def chain_constants(
-    cfg: DraftConfig, *, max_bs: int, device: torch.device | str
-) -> ChainConstants:
+def chain_constants(cfg: DraftConfig, *, max_bs: int, device: torch.device | str) -> ChainConstants:
     """The cached :class:`ChainConstants` of a chain config on ``device``.
 
     The same arguments return the same object and tensors every time (also from many threads
@@ -117,4 +115,3 @@ def _chain_tensors(cfg: DraftConfig, max_bs: int, device: torch.device) -> dict[
 
 def _build_chain(cfg: DraftConfig, max_bs: int, device: torch.device) -> ChainConstants:
     return ChainConstants(cfg, max_bs, **_chain_tensors(cfg, max_bs, device))
-

@@ -177,7 +177,11 @@ def _check_steps(
         _checks.require_device(where, name, entry, device, "score_list[0]")
         name = f"parents_list[{i}]"
         entry = _checks.require_index(
-            where, name, parents[i], "[bs, topk + 1]" if i == 0 else "[bs, topk]", (bs, k + (i == 0))
+            where,
+            name,
+            parents[i],
+            "[bs, topk + 1]" if i == 0 else "[bs, topk]",
+            (bs, k + (i == 0)),
         )
         _checks.require_device(where, name, entry, device, "score_list[0]")
 

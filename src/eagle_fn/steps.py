@@ -122,7 +122,9 @@ def _check_select(
         shape, symbolic = (p.shape[0], k), "[bs, topk]"
     else:
         if scores is None:
-            raise ValueError(f"{where}: scores (the previous DraftStep.scores) is required at step {step}")
+            raise ValueError(
+                f"{where}: scores (the previous DraftStep.scores) is required at step {step}"
+            )
         prev = _checks.require_rank(where, "scores", scores, "[bs, topk]", 2)
         _checks.require_scores(where, "scores", prev, "[bs, topk]", (prev.shape[0], k))
         shape, symbolic = (prev.shape[0] * k, k), "[bs * topk, topk]"

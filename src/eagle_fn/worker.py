@@ -69,7 +69,9 @@ class DraftOrganizer:
         ``topk_index`` (no computation); anything else runs the general path.
         """
         _check_multilayer("DraftOrganizer.organize", self.config, topk_p, topk_index)
-        _checks.require_device("DraftOrganizer.organize", "topk_index", topk_index, self.device, "the worker")
+        _checks.require_device(
+            "DraftOrganizer.organize", "topk_index", topk_index, self.device, "the worker"
+        )
         if self._constants is not None and topk_index.shape[0] <= self.max_bs:
             return self._fns.chain(self._constants, topk_index)
         return self._fns.multilayer(self.config, topk_p, topk_index)

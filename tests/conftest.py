@@ -1,0 +1,37 @@
+"""Shared fixtures: hypothesis profiles, the device parameter and the doctest namespace."""
+
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+# CI: reproducible examples, no deadline (the first call of a torch op can be slow).
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, max_examples=200)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    ),
+]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return torch.device(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _no_compile_env(monkeypatch):
+    # Tests choose compiled mode explicitly; a developer's shell must not change results.
+    monkeypatch.delenv("EAGLE_FN_COMPILE", raising=False)

@@ -1,0 +1,79 @@
+"""Compiled mode: one graph per path over the batch sweep, no graph breaks, eager's values."""
+
+import pytest
+import torch
+import torch._dynamo
+import torch._inductor.config
+from torch._dynamo.utils import counters
+
+from drafts import draft_lists, multilayer
+from eagle_fn import DraftConfig, DraftOrganizer, organize_multilayer, organize_tree
+from eagle_fn.profiling import OpCounter
+from helpers import assert_trees_equal
+
+pytestmark = pytest.mark.compiled
+MAX_BS = 8
+
+
+@pytest.fixture
+def compiled_env(monkeypatch):
+    monkeypatch.setenv("EAGLE_FN_COMPILE", "1")
+    torch._dynamo.reset()  # forgets compiled code, but not the counters
+    counters.clear()
+    yield
+    torch._dynamo.reset()
+    counters.clear()
+
+
+def graphs():
+    return counters["stats"]["unique_graphs"]
+
+
+def assert_no_graph_breaks():
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+
+
+def test_chain_paths_compile_once_over_the_batch_sweep(compiled_env, device):
+    cfg = DraftConfig.chain(5)
+    w = DraftOrganizer(cfg, max_bs=MAX_BS, device=device)
+    assert w.compiled
+    gen = torch.Generator().manual_seed(0)
+    for bs in [3, *range(MAX_BS + 1)]:  # bs 0 and 1 included: no specialization
+        topk_p, topk_index = multilayer(5, bs, gen, device)
+        assert_trees_equal(
+            w.organize(topk_p, topk_index), organize_multilayer(cfg, topk_p, topk_index)
+        )
+    assert graphs() == 1
+    # Beyond max_bs the general path has its own graph, also compiled once.
+    for bs in range(MAX_BS + 1, MAX_BS + 6):
+        topk_p, topk_index = multilayer(5, bs, gen, device)
+        assert_trees_equal(
+            w.organize(topk_p, topk_index), organize_multilayer(cfg, topk_p, topk_index)
+        )
+    assert graphs() == 2
+    assert_no_graph_breaks()
+    # The compiled chain graph only hands out views of the constants and the input.
+    topk_p, topk_index = multilayer(5, 4, gen, device)
+    with OpCounter() as counter:
+        w.organize(topk_p, topk_index)
+    assert counter.total == 0
+
+
+def test_tree_path_compiles_once_over_the_batch_sweep(compiled_env, device):
+    cfg = DraftConfig(4, 3, 8)
+    w = DraftOrganizer(cfg, max_bs=MAX_BS, device=device)
+    gen = torch.Generator().manual_seed(1)
+    for bs in [5, *range(0, 2 * MAX_BS + 1, 3), 1]:
+        lists = draft_lists(cfg, bs, gen, "ties", device=device)
+        assert_trees_equal(w.organize_steps(*lists), organize_tree(cfg, *lists))
+    assert graphs() == 1
+    assert_no_graph_breaks()
+
+
+def test_compiling_leaves_the_host_configuration_alone(compiled_env):
+    dynamo_before = torch._dynamo.config.get_config_copy()
+    inductor_before = torch._inductor.config.get_config_copy()
+    w = DraftOrganizer(DraftConfig.chain(2), max_bs=4, device="cpu")
+    w.organize(*multilayer(2, 3, torch.Generator().manual_seed(2)))
+    assert torch._dynamo.config.get_config_copy() == dynamo_before
+    assert torch._inductor.config.get_config_copy() == inductor_before

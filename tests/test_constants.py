@@ -1,0 +1,136 @@
+import threading
+import time
+
+import pytest
+import torch
+
+from eagle_fn import DraftConfig, _memo, chain_constants, check_constants, constants, organize_chain
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch):
+    """An empty memo for tests that corrupt constants or count builds."""
+    monkeypatch.setattr(_memo, "_cache", {})
+
+
+@pytest.mark.parametrize("num_steps", range(1, 9))
+def test_chain_constant_values(num_steps, device):
+    cfg = DraftConfig.chain(num_steps)
+    c = chain_constants(cfg, max_bs=3, device=device)
+    assert c.config == cfg
+    assert c.max_bs == 3
+    expected_parents = [list(range(-1, num_steps - 1))] * 3 if num_steps > 1 else [[]] * 3
+    assert c.parents.shape == (3, cfg.parent_width)
+    assert c.parents.tolist() == expected_parents
+    assert c.score_indices.tolist() == [list(range(num_steps))] * 3
+    for t in (c.parents, c.score_indices):
+        assert t.dtype == torch.int64
+        assert t.device == device
+        # Real rows, not a stride-0 broadcast: kernels reading raw memory see every row.
+        assert t.is_contiguous()
+        assert t.stride(0) == t.shape[1] or t.numel() == 0
+
+
+def test_same_arguments_return_the_same_objects():
+    cfg = DraftConfig.chain(4)
+    first = chain_constants(cfg, max_bs=8, device="cpu")
+    assert chain_constants(DraftConfig.chain(4), max_bs=8, device=torch.device("cpu")) is first
+    assert chain_constants(cfg, max_bs=8, device="cpu:0") is first
+    assert chain_constants(cfg, max_bs=9, device="cpu") is not first
+    assert chain_constants(DraftConfig.chain(5), max_bs=8, device="cpu") is not first
+
+
+def test_concurrent_first_use_builds_once(fresh_cache, monkeypatch):
+    builds = []
+    real_build = constants._build_chain
+
+    def slow_build(*args):
+        builds.append(args)
+        time.sleep(0.05)  # widen the window in which a racing thread could build again
+        return real_build(*args)
+
+    monkeypatch.setattr(constants, "_build_chain", slow_build)
+    barrier = threading.Barrier(16)
+    results = [None] * 16
+
+    def use(i):
+        barrier.wait()
+        results[i] = chain_constants(DraftConfig.chain(6), max_bs=32, device="cpu")
+
+    threads = [threading.Thread(target=use, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builds) == 1
+    assert all(r is results[0] for r in results)
+    assert len({r.parents.data_ptr() for r in results}) == 1
+
+
+def test_check_passes_on_untouched_constants(fresh_cache):
+    chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu").check()
+    check_constants()
+
+
+def test_check_catches_a_write_through_a_returned_view(fresh_cache):
+    c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
+    tree = organize_chain(c, torch.zeros(2, 3, dtype=torch.int64))
+    tree.parent_list[0, 0] = 7  # a caller that forgot the outputs are read-only
+    with pytest.raises(RuntimeError, match=r"ChainConstants.parents was written in place"):
+        c.check()
+    with pytest.raises(RuntimeError, match="read-only"):
+        check_constants()
+
+
+def test_check_catches_writes_that_bypass_the_version_counter(fresh_cache):
+    # A raw-pointer kernel bumps no version counter; .data writes model it here.
+    c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
+    c.score_indices.data[1, 2] = 0
+    with pytest.raises(RuntimeError, match=r"ChainConstants.score_indices holds different values"):
+        c.check()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (
+            {"cfg": DraftConfig(2, 2, 3), "max_bs": 4, "device": "cpu"},
+            ValueError,
+            r"chain_constants: cfg must be a chain config \(topk == 1\), got topk = 2",
+        ),
+        (
+            {"cfg": "chain", "max_bs": 4, "device": "cpu"},
+            TypeError,
+            r"cfg must be a DraftConfig, got str",
+        ),
+        (
+            {"cfg": DraftConfig.chain(2), "max_bs": 0, "device": "cpu"},
+            ValueError,
+            r"max_bs must be >= 1, got 0",
+        ),
+        (
+            {"cfg": DraftConfig.chain(2), "max_bs": 4.0, "device": "cpu"},
+            TypeError,
+            r"max_bs must be an int, got float",
+        ),
+        (
+            {"cfg": DraftConfig.chain(2), "max_bs": True, "device": "cpu"},
+            TypeError,
+            r"max_bs must be an int, got bool",
+        ),
+        (
+            {"cfg": DraftConfig.chain(2), "max_bs": 4, "device": 0},
+            TypeError,
+            r"device must be a torch.device or a str, got int",
+        ),
+        (
+            {"cfg": DraftConfig.chain(2), "max_bs": 4, "device": "gpu"},
+            ValueError,
+            r"device 'gpu' is not a valid device",
+        ),
+    ],
+)
+def test_bad_arguments(kwargs, error, match):
+    cfg = kwargs.pop("cfg")
+    with pytest.raises(error, match=match):
+        chain_constants(cfg, **kwargs)

@@ -1,0 +1,180 @@
+import pytest
+import torch
+
+from drafts import draft_lists, multilayer
+from eagle_fn import (
+    DraftConfig,
+    DraftOrganizer,
+    chain_constants,
+    organize_multilayer,
+    organize_tree,
+)
+from eagle_fn.profiling import OpCounter
+from helpers import assert_trees_equal
+
+
+def worker(cfg, max_bs=8, **kwargs):
+    kwargs.setdefault("compile", False)
+    return DraftOrganizer(cfg, max_bs=max_bs, device="cpu", **kwargs)
+
+
+def test_attributes():
+    w = worker(DraftConfig.chain(3), max_bs=4)
+    assert w.config == DraftConfig.chain(3)
+    assert w.max_bs == 4
+    assert w.device == torch.device("cpu")
+    assert w.compiled is False
+
+
+@pytest.mark.parametrize("num_steps", [1, 3, 8])
+@pytest.mark.parametrize("bs", [0, 1, 8])
+def test_chain_within_max_bs_takes_the_fast_path(num_steps, bs):
+    w = worker(DraftConfig.chain(num_steps))
+    topk_p, topk_index = multilayer(num_steps, bs, torch.Generator().manual_seed(bs))
+    with OpCounter() as counter:
+        tree = w.organize(topk_p, topk_index)
+    assert counter.total == 0
+    assert tree.draft_tokens is topk_index
+    assert_trees_equal(tree, organize_multilayer(w.config, topk_p, topk_index))
+
+
+@pytest.mark.parametrize("bs", [9, 20])
+def test_chain_beyond_max_bs_takes_the_general_path(bs):
+    w = worker(DraftConfig.chain(4))
+    topk_p, topk_index = multilayer(4, bs, torch.Generator().manual_seed(bs))
+    with OpCounter() as counter:
+        tree = w.organize(topk_p, topk_index)
+    assert counter.total > 0
+    assert tree.draft_tokens is not topk_index
+    assert tree.parent_list.tolist() == [[-1, 0, 1, 2]] * bs
+    assert tree.top_scores_index.tolist() == [[0, 1, 2, 3]] * bs
+    assert tree.draft_tokens.tolist() == topk_index.tolist()
+
+
+@pytest.mark.parametrize("bs", [0, 3, 8, 11])
+def test_organize_steps_on_a_chain(bs):
+    cfg = DraftConfig.chain(5)
+    lists = draft_lists(cfg, bs, torch.Generator().manual_seed(bs))
+    w = worker(cfg)
+    with OpCounter() as counter:
+        tree = w.organize_steps(*lists)
+    # Within max_bs only the tokens are concatenated; beyond it organize_tree runs.
+    assert (counter.total == 1) is (bs <= 8)
+    assert_trees_equal(tree, organize_tree(cfg, *lists))
+
+
+@pytest.mark.parametrize("bs", [0, 5, 12])
+def test_organize_steps_on_a_tree(bs):
+    cfg = DraftConfig(4, 3, 8)
+    lists = draft_lists(cfg, bs, torch.Generator().manual_seed(bs))
+    assert_trees_equal(worker(cfg).organize_steps(*lists), organize_tree(cfg, *lists))
+
+
+def test_reconfigure_never_rebinds_constants():
+    chain3, chain5, tree = DraftConfig.chain(3), DraftConfig.chain(5), DraftConfig(2, 3, 5)
+    w = worker(chain3)
+    ptr3 = chain_constants(chain3, max_bs=8, device="cpu").parents.data_ptr()
+    idx3 = torch.zeros(2, 3, dtype=torch.int64)
+    before = w.organize(torch.rand(2, 3), idx3).parent_list
+    for cfg in (chain5, tree, chain3, chain5, chain3):
+        w.reconfigure(cfg)
+        assert w.config == cfg
+    after = w.organize(torch.rand(2, 3), idx3).parent_list
+    assert before.data_ptr() == after.data_ptr() == ptr3
+    # Another worker with the same key shares the very same buffers.
+    other = worker(chain3)
+    assert other.organize(torch.rand(2, 3), idx3).parent_list.data_ptr() == ptr3
+
+
+@pytest.mark.parametrize(
+    ("env", "compile", "expected"),
+    [
+        (None, None, False),  # unset = auto: eager on a CPU device
+        ("auto", None, False),
+        ("0", None, False),
+        ("1", None, True),
+        ("1", False, False),  # the argument overrides the environment
+        ("0", True, True),
+    ],
+)
+def test_compile_mode(monkeypatch, env, compile, expected):
+    if env is not None:
+        monkeypatch.setenv("EAGLE_FN_COMPILE", env)
+    w = DraftOrganizer(DraftConfig.chain(2), max_bs=2, device="cpu", compile=compile)
+    assert w.compiled is expected
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "2", "", "AUTO "])
+def test_bad_environment_value_lists_the_allowed_ones(monkeypatch, value):
+    monkeypatch.setenv("EAGLE_FN_COMPILE", value)
+    with pytest.raises(
+        ValueError, match=r"EAGLE_FN_COMPILE must be one of '0', '1', 'auto' or unset"
+    ):
+        DraftOrganizer(DraftConfig.chain(2), max_bs=2, device="cpu")
+
+
+CHAIN = DraftConfig.chain(3)
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "match"),
+    [
+        (
+            lambda: DraftOrganizer(CHAIN, max_bs=0, device="cpu"),
+            ValueError,
+            r"DraftOrganizer: max_bs must be >= 1, got 0",
+        ),
+        (
+            lambda: DraftOrganizer(CHAIN, max_bs=2, device=None),
+            TypeError,
+            r"DraftOrganizer: device must be a torch.device or a str, got NoneType",
+        ),
+        (
+            lambda: DraftOrganizer(None, max_bs=2, device="cpu"),
+            TypeError,
+            r"DraftOrganizer: cfg must be a DraftConfig",
+        ),
+        (
+            lambda: DraftOrganizer(CHAIN, max_bs=2, device="cpu", compile="yes"),
+            TypeError,
+            r"compile must be a bool or None, got str",
+        ),
+        (
+            lambda: worker(CHAIN).reconfigure((1, 3, 4)),
+            TypeError,
+            r"DraftOrganizer.reconfigure: cfg must be a DraftConfig, got tuple",
+        ),
+        (
+            lambda: worker(CHAIN).organize(torch.rand(2, 4), torch.zeros(2, 4, dtype=torch.int64)),
+            ValueError,
+            r"DraftOrganizer.organize: topk_index must have shape \[bs, num_steps\] = \[2, 3\], got \[2, 4\]",
+        ),
+        (
+            lambda: worker(CHAIN).organize(torch.rand(2, 3), torch.zeros(2, 3)),
+            TypeError,
+            r"DraftOrganizer.organize: topk_index must be an int64 tensor, got torch.float32",
+        ),
+        (
+            lambda: worker(CHAIN).organize(
+                torch.rand(2, 3, device="meta"), torch.zeros(2, 3, dtype=torch.int64, device="meta")
+            ),
+            ValueError,
+            r"DraftOrganizer.organize: topk_index is on meta, expected cpu \(the device of the worker\)",
+        ),
+        (
+            lambda: worker(DraftConfig(2, 2, 3)).organize(
+                torch.rand(2, 2), torch.zeros(2, 2, dtype=torch.int64)
+            ),
+            ValueError,
+            r"needs a chain config",
+        ),
+        (
+            lambda: worker(CHAIN).organize_steps([], [], []),
+            ValueError,
+            r"DraftOrganizer.organize_steps: score_list must hold num_steps = 3 tensors, got 0",
+        ),
+    ],
+)
+def test_bad_inputs(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
