@@ -1,4 +1,4 @@
-"""The demo, ``python -m eagle_fn``: organize a chain and a tree draft, then show what each path costs."""
+"""The demo, ``python -m eagle_fn``: organize a chain and a tree draft, show each path's cost."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ BS = 8
 
 def show_tree(title: str, tree: DraftTree, rows: int = 2) -> None:
     print(f"{title}")
-    for name, tensor in zip(DraftTree._fields, tree):
+    for name, tensor in zip(DraftTree._fields, tree, strict=True):
         print(f"  {name:17s} {list(tensor.shape)!s:9s} {tensor[:rows].tolist()}")
 
 
@@ -21,8 +21,10 @@ def chain_demo() -> tuple[DraftOrganizer, torch.Tensor, torch.Tensor]:
     worker = DraftOrganizer(DraftConfig.chain(3), max_bs=BS, device="cpu")
     topk_index = torch.tensor([[11, 0, 6], [5, 10, 3]])
     topk_p = torch.tensor([[0.9, 0.6, 0.7], [0.8, 0.5, 0.9]])
-    show_tree("chain draft, topk=1, num_steps=3 (fast path: cached constants)",
-              worker.organize(topk_p, topk_index))
+    show_tree(
+        "chain draft, topk=1, num_steps=3 (fast path: cached constants)",
+        worker.organize(topk_p, topk_index),
+    )
     return worker, topk_p, topk_index
 
 
@@ -37,8 +39,9 @@ def draft_loop(cfg: DraftConfig, bs: int, seed: int) -> tuple[list[torch.Tensor]
         topk_p, topk_index = torch.softmax(logits, dim=1).topk(cfg.topk, dim=1)
         out = select_top_k(cfg, step, topk_p, topk_index, scores)
         scores = out.scores
-        for entries, entry in zip(lists, (out.score_entry, out.token_entry, out.parents_entry)):
-            entries.append(entry)
+        entries = (out.score_entry, out.token_entry, out.parents_entry)
+        for kept, entry in zip(lists, entries, strict=True):
+            kept.append(entry)
     return lists
 
 
@@ -66,8 +69,10 @@ def cost_table() -> None:
         ("tree k=4 S=4 N=16 (worker)", tree_worker.organize_steps, tree_lists),
     ]
     mode = "compiled" if worker.compiled else "eager"
-    print(f"\ncost per call, bs={BS}, {mode} (set EAGLE_FN_COMPILE=1 to compile), "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(
+        f"\ncost per call, bs={BS}, {mode} (set EAGLE_FN_COMPILE=1 to compile), "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
     print(f"  {'path':28s} {'us/call':>9s} {'ATen ops/call':>14s}")
     for name, fn, args in rows:
         print(f"  {name:28s} {time_us(fn, *args):9.1f} {count_ops(fn, *args):14d}")
