@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+import reference
 from drafts import draft_lists, multilayer
 from eagle_fn import (
     DraftConfig,
@@ -10,7 +11,7 @@ from eagle_fn import (
     organize_tree,
 )
 from eagle_fn.profiling import OpCounter
-from helpers import assert_trees_equal
+from helpers import assert_matches, assert_trees_equal
 
 
 def worker(cfg, max_bs=8, **kwargs):
@@ -38,17 +39,19 @@ def test_chain_within_max_bs_takes_the_fast_path(num_steps, bs):
     assert_trees_equal(tree, organize_multilayer(w.config, topk_p, topk_index))
 
 
+@pytest.mark.parametrize("num_steps", range(1, 9))
 @pytest.mark.parametrize("bs", [9, 20])
-def test_chain_beyond_max_bs_takes_the_general_path(bs):
-    w = worker(DraftConfig.chain(4))
-    topk_p, topk_index = multilayer(4, bs, torch.Generator().manual_seed(bs))
+def test_chain_beyond_max_bs_takes_the_general_path(num_steps, bs):
+    w = worker(DraftConfig.chain(num_steps))
+    topk_p, topk_index = multilayer(num_steps, bs, torch.Generator().manual_seed(bs))
     with OpCounter() as counter:
         tree = w.organize(topk_p, topk_index)
     assert counter.total > 0
     assert tree.draft_tokens is not topk_index
-    assert tree.parent_list.tolist() == [[-1, 0, 1, 2]] * bs
-    assert tree.top_scores_index.tolist() == [[0, 1, 2, 3]] * bs
-    assert tree.draft_tokens.tolist() == topk_index.tolist()
+    parents, indices, tokens = reference.organize_chain(num_steps, topk_index)
+    assert_matches(tree.parent_list, parents, (bs, w.config.parent_width), torch.int64)
+    assert_matches(tree.top_scores_index, indices, (bs, num_steps), torch.int64)
+    assert_matches(tree.draft_tokens, tokens, (bs, num_steps), torch.int64)
 
 
 @pytest.mark.parametrize("bs", [0, 3, 8, 11])

@@ -144,7 +144,7 @@ def _organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -
     device = topk_index.device
     score_list = [topk_p[:, i : i + 1].unsqueeze(2) for i in range(steps)]  # [bs, 1, 1] each
     token_list = [topk_index[:, i : i + 1] for i in range(steps)]  # [bs, 1] each
-    first = torch.tensor([-1, 0], device=device).repeat(bs, 1)  # [bs, 2]
+    first = torch.arange(-1, 1, device=device).repeat(bs, 1)  # [bs, 2], no host copy
     later = [torch.full((bs, 1), i, device=device) for i in range(1, steps)]  # [bs, 1] each
     return _organize_tree(cfg, score_list, token_list, [first, *later])
 
