@@ -10,11 +10,11 @@ import torch
 
 
 def rank(scores, n):
-    """Indices of the n best scores: larger first, NaN last, equal scores by lower index."""
+    """Indices of the n best scores: larger first, NaN counted as -inf, ties by lower index."""
 
     def key(g):
-        s = scores[g]
-        return (math.isnan(s), 0.0 if math.isnan(s) else -s, g)
+        s = -math.inf if math.isnan(scores[g]) else scores[g]
+        return (-s, g)
 
     return sorted(range(len(scores)), key=key)[:n]
 

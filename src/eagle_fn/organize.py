@@ -35,7 +35,7 @@ def organize_tree(
 ) -> DraftTree:
     """Selects the ``N - 1`` best candidates of all steps (SPEC §4).
 
-    Ranking: larger scores first, NaN last, equal scores by the lower flat index, so the
+    Ranking: larger scores first, NaN as -inf, equal scores by the lower flat index, so the
     selection is closed under ancestors; on inputs without NaN or ties it is exactly the
     plain ``cat/topk/sort/gather`` organization.
 

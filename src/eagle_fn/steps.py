@@ -38,7 +38,7 @@ def select_top_k(
 
     At step 0 the draft's top-k are the kept paths. At a later step each of the ``topk``
     kept paths proposes ``topk`` children; the ``topk`` best cumulative scores
-    (``scores * topk_p``) survive. Ranking: larger first, NaN last, ties to the lower index.
+    (``scores * topk_p``) survive. Ranking: larger first, NaN as -inf, ties to the lower index.
 
     Args:
         cfg: the draft configuration.

@@ -1,0 +1,91 @@
+"""The ranking rule on adversarial floats: neighbours one ulp apart, subnormals, zeros, NaN."""
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import reference
+from eagle_fn._ranking import MAX_KEYED_WIDTH, best_indices, best_indices_ascending
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+NAN = float("nan")
+
+
+@st.composite
+def probability_rows(draw, dtype):
+    """Rows of non-negative scores and NaN, crowded with exact ties and one-ulp neighbours."""
+    width = draw(st.integers(1, 80))
+    base = draw(st.lists(st.floats(0, 1, width=32), min_size=1, max_size=4))
+    pool = torch.tensor(base, dtype=dtype)
+    up = torch.nextafter(pool, torch.tensor(2.0, dtype=dtype))  # the next float up
+    tiny = torch.tensor([0.0, torch.finfo(dtype).tiny, torch.finfo(dtype).smallest_normal / 4])
+    values = torch.cat([pool, up, tiny.to(dtype), torch.tensor([NAN], dtype=dtype)])
+    rows = draw(st.integers(1, 3))
+    picks = draw(
+        st.lists(st.integers(0, len(values) - 1), min_size=rows * width, max_size=rows * width)
+    )
+    return values[torch.tensor(picks)].view(rows, width)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@given(data=st.data())
+def test_exact_on_probabilities_ties_and_nan(dtype, data):
+    scores = data.draw(probability_rows(dtype))
+    n = data.draw(st.integers(0, scores.shape[1]))
+    expected = [reference.rank(row, n) for row in scores.double().tolist()]
+    assert best_indices(scores, n).tolist() == expected
+    assert best_indices_ascending(scores, n).tolist() == [sorted(e) for e in expected]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@given(data=st.data())
+def test_orders_any_floats_by_value(dtype, data):
+    # Negative and infinite scores are not probabilities: the order of values must still be
+    # right (NaN as -inf), only equal negatives and repeated +inf may tie in either order.
+    width = data.draw(st.integers(1, 40))
+    values = data.draw(
+        st.lists(st.floats(allow_nan=True, width=32), min_size=width, max_size=width)
+    )
+    scores = torch.tensor([values], dtype=dtype)
+    n = data.draw(st.integers(0, width))
+    got = scores[0, best_indices(scores, n)[0]]
+    want = scores[0, torch.tensor(reference.rank(scores[0].double().tolist(), n), dtype=torch.long)]
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+def test_hand_picked_row():
+    # Values:      .5   NaN  0    .5   1e-45(subnormal)  0    NaN  .5+ulp
+    s = torch.tensor([[0.5, NAN, 0.0, 0.5, 1e-45, 0.0, NAN, 0.50000006]])
+    # Best first: the one-ulp-larger .5, then the two .5 by index, the subnormal, the zeros
+    # by index, then NaN by index.
+    assert best_indices(s, 8).tolist() == [[7, 0, 3, 4, 2, 5, 1, 6]]
+    assert best_indices_ascending(s, 4).tolist() == [[0, 3, 4, 7]]
+
+
+def test_nan_counts_as_negative_infinity():
+    s = torch.tensor([[NAN, -float("inf"), -1.0, NAN]])
+    for dtype in DTYPES:
+        # -1 first; then NaN and -inf tie, in index order.
+        assert best_indices(s.to(dtype), 4).tolist() == [[2, 0, 1, 3]], dtype
+
+
+def test_negative_zero_ties_with_zero_by_index():
+    s = torch.tensor([[0.0, -0.0, 0.0, -0.0]])
+    assert best_indices(s, 4).tolist() == [[0, 1, 2, 3]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_rows_wider_than_the_key_range_fall_back_exactly(dtype):
+    width = MAX_KEYED_WIDTH + 3
+    s = torch.zeros(1, width, dtype=dtype)
+    s[0, -1] = NAN
+    s[0, 5] = 0.25
+    assert best_indices(s, 4).tolist() == [[5, 0, 1, 2]]
+
+
+def test_outputs_have_canonical_strides():
+    # A compiled graph guards on strides; a bs=1 row must not carry a wider row's stride.
+    s = torch.rand(1, 52)
+    assert best_indices_ascending(s, 15).stride() == (15, 1)
+    assert best_indices_ascending(s.double(), 15).stride() == (15, 1)
