@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
-from torch.fx.experimental.dynamic_spec import SeqSpec, ShapeVar, TensorSpec
+from torch.fx.experimental.dynamic_spec import IntVar, SeqSpec, ShapeVar, TensorSpec
 
-from . import organize
+from . import organize, verify_tree
 from ._memo import memoized
 from .config import DraftConfig
 
@@ -74,25 +74,30 @@ def _batch_first(bs: ShapeVar, rank: int) -> TensorSpec:
     return TensorSpec([bs, *([None] * (rank - 1))])
 
 
-class Organizers(NamedTuple):
-    """The organize functions of one config, compiled or eager."""
+class Paths(NamedTuple):
+    """The functions behind a worker's paths for one config, compiled or eager."""
 
     chain: Callable[..., organize.DraftTree]  # (constants, topk_index)
     multilayer: Callable[..., organize.DraftTree]  # (cfg, topk_p, topk_index)
     tree: Callable[..., organize.DraftTree]  # (cfg, score_list, token_list, parents_list)
+    chain_verify: Callable[..., verify_tree.VerifyTree]  # (constants, draft_tokens, ...)
+    verify: Callable[..., verify_tree.VerifyTree]  # (cfg, parent_list, ..., mask_mode, total)
 
 
-def organizers(cfg: DraftConfig, max_bs: int, *, enabled: bool) -> Organizers:
-    """The (shared, memoized) organize functions of ``cfg``: each compiles once on first use."""
-    return memoized(("organizers", cfg, max_bs, enabled), lambda: _organizers(cfg, max_bs, enabled))
+def paths(cfg: DraftConfig, max_bs: int, *, enabled: bool) -> Paths:
+    """The (shared, memoized) functions of ``cfg``: each compiles once, on first use."""
+    return memoized(("paths", cfg, max_bs, enabled), lambda: _paths(cfg, max_bs, enabled))
 
 
-def _organizers(cfg: DraftConfig, max_bs: int, enabled: bool) -> Organizers:
-    # The chain graph slices constants of max_bs rows, so its batch is bounded by max_bs.
+def _paths(cfg: DraftConfig, max_bs: int, enabled: bool) -> Paths:
+    # The chain graphs slice constants of max_bs rows, so their batch is bounded by max_bs.
     chain_bs = ShapeVar("bs", max=max_bs)
     bs = ShapeVar("bs")
+    # The FULL mask's length: unbacked too, so new sequence lengths never recompile.
+    total = IntVar("total", min=0)
     steps = range(cfg.num_steps)
-    return Organizers(
+    verify_rows = {"bonus_tokens": _batch_first(bs, 1), "seq_lens": _batch_first(bs, 1)}
+    return Paths(
         chain=compile_fn(
             organize._organize_chain,
             enabled=enabled,
@@ -110,6 +115,27 @@ def _organizers(cfg: DraftConfig, max_bs: int, enabled: bool) -> Organizers:
                 "score_list": SeqSpec([_batch_first(bs, 3) for _ in steps]),
                 "token_list": SeqSpec([_batch_first(bs, 2) for _ in steps]),
                 "parents_list": SeqSpec([_batch_first(bs, 2) for _ in steps]),
+            },
+        ),
+        chain_verify=compile_fn(
+            verify_tree._build_chain_verify,
+            enabled=enabled,
+            shapes={
+                "draft_tokens": _batch_first(chain_bs, 2),
+                "bonus_tokens": _batch_first(chain_bs, 1),
+                "seq_lens": _batch_first(chain_bs, 1),
+                "total": total,
+            },
+        ),
+        verify=compile_fn(
+            verify_tree._build_verify_tree,
+            enabled=enabled,
+            shapes={
+                "parent_list": _batch_first(bs, 2),
+                "top_scores_index": _batch_first(bs, 2),
+                "draft_tokens": _batch_first(bs, 2),
+                **verify_rows,
+                "total": total,
             },
         ),
     )

@@ -11,6 +11,14 @@ from . import _checks, _compile
 from .config import DraftConfig
 from .constants import ChainConstants, chain_constants
 from .organize import DraftTree, _check_multilayer, _check_steps
+from .verify_tree import (
+    ChainVerifyConstants,
+    MaskMode,
+    VerifyTree,
+    chain_verify_constants,
+    check_verify_inputs,
+    full_mask_length,
+)
 
 
 class DraftOrganizer:
@@ -57,10 +65,14 @@ class DraftOrganizer:
     def reconfigure(self, cfg: DraftConfig) -> None:
         """Switches to ``cfg``; constants and compiled functions come from the shared caches."""
         self.config = _checks.require_config("DraftOrganizer.reconfigure", cfg)
-        self._constants: ChainConstants | None = (
-            chain_constants(cfg, max_bs=self.max_bs, device=self.device) if cfg.is_chain else None
-        )
-        self._fns = _compile.organizers(cfg, self.max_bs, enabled=self.compiled)
+        self._constants: ChainConstants | None = None
+        self._verify_constants: ChainVerifyConstants | None = None
+        if cfg.is_chain:
+            self._constants = chain_constants(cfg, max_bs=self.max_bs, device=self.device)
+            self._verify_constants = chain_verify_constants(
+                cfg, max_bs=self.max_bs, device=self.device
+            )
+        self._fns = _compile.paths(cfg, self.max_bs, enabled=self.compiled)
 
     def organize(self, topk_p: Tensor, topk_index: Tensor) -> DraftTree:
         """Organizes a multi-layer draft: one token per step, ``[bs, num_steps]`` each (SPEC §5).
@@ -94,3 +106,33 @@ class DraftOrganizer:
         if self._constants is not None and bs <= self.max_bs:
             return self._fns.chain(self._constants, torch.cat(list(token_list), dim=1))
         return self._fns.tree(self.config, score_list, token_list, parents_list)
+
+    def build_verify(
+        self,
+        tree: DraftTree,
+        bonus_tokens: Tensor,
+        seq_lens: Tensor,
+        *,
+        mask_mode: MaskMode = MaskMode.QLEN,
+        seq_lens_sum: int | None = None,
+    ) -> VerifyTree:
+        """Lays ``tree`` out for the verify pass, like :func:`~eagle_fn.build_verify_tree`.
+
+        A chain config with ``bs <= max_bs`` serves the retrieve links, the QLEN/BITPACKED
+        masks and the position offsets from cached constants and reads only the tree's
+        ``draft_tokens`` (a chain's structure is fixed); anything else runs the general path.
+        """
+        where = "DraftOrganizer.build_verify"
+        check_verify_inputs(where, self.config, tree, bonus_tokens, seq_lens, mask_mode)
+        _checks.require_device(
+            where, "tree.top_scores_index", tree.top_scores_index, self.device, "the worker"
+        )
+        total = full_mask_length(where, self.config, seq_lens, mask_mode, seq_lens_sum)
+        if self._verify_constants is not None and seq_lens.shape[0] <= self.max_bs:
+            return self._fns.chain_verify(
+                self._verify_constants, tree.draft_tokens, bonus_tokens, seq_lens, mask_mode, total
+            )
+        return self._fns.verify(
+            self.config, tree.parent_list, tree.top_scores_index, tree.draft_tokens,
+            bonus_tokens, seq_lens, mask_mode, total,
+        )  # fmt: skip

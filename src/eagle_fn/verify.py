@@ -1,0 +1,157 @@
+"""Greedy verification: walk the verify tree, accepting drafts the target model agrees with."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from . import _checks
+from .config import DraftConfig
+from .verify_tree import VerifyTree
+
+
+class GreedyVerdict(NamedTuple):
+    """What greedy verification accepted and which tokens to commit."""
+
+    accept_index: Tensor  # [bs, num_steps + 1] flat nodes row * N + node, root first, -1 padded
+    num_accepted: Tensor  # [bs] accepted draft tokens (the root not counted)
+    predicts: Tensor  # [bs * N] the target's token at every accepted node, 0 elsewhere
+
+
+def verify_greedy(
+    cfg: DraftConfig, verify_tree: VerifyTree, target_predict: Tensor
+) -> GreedyVerdict:
+    """Accepts the longest draft path the target model's greedy choices agree with (SPEC §8).
+
+    From the root, each level accepts the first child (in ``retrieve_next_token`` /
+    ``retrieve_next_sibling`` order) whose token equals the target's argmax at the last
+    accepted node, and stops at the first level without one. At most ``num_steps`` levels
+    are walked and sibling lists are followed with bounded work, so looping links terminate.
+    The tokens to commit are ``predicts`` at ``accept_index``: every accepted draft token,
+    then the bonus token the target predicts after the last one. Speculative decoding with
+    this verification emits exactly the tokens of plain greedy decoding.
+
+    Args:
+        cfg: the draft configuration.
+        verify_tree: from :func:`~eagle_fn.build_verify_tree` or
+            :meth:`~eagle_fn.DraftOrganizer.build_verify`.
+        target_predict: the target model's argmax at every node, int64.
+
+    Shapes: ``target_predict [bs * N]`` or ``[bs, N]`` -> ``accept_index [bs, num_steps + 1]``,
+    ``num_accepted [bs]``, ``predicts [bs * N]``.
+
+    Example:
+        >>> cfg = DraftConfig.chain(2)
+        >>> parents, selected = torch.tensor([[-1, 0]]), torch.tensor([[0, 1]])
+        >>> tree = DraftTree(parents, selected, draft_tokens=torch.tensor([[7, 9]]))
+        >>> bonus, seq_lens = torch.tensor([5]), torch.tensor([3])
+        >>> vt = build_verify_tree(cfg, tree, bonus, seq_lens)
+        >>> # The target follows 5 with 7 (accept), then 7 with 8, not 9 (stop): commit 7, 8.
+        >>> verdict = verify_greedy(cfg, vt, torch.tensor([7, 8, 2]))
+        >>> verdict.accept_index.tolist(), verdict.num_accepted.tolist(), verdict.predicts.tolist()
+        ([[0, 1, -1]], [1], [7, 8, 0])
+    """
+    target = _check_verify("verify_greedy", cfg, verify_tree, target_predict)
+    return _verify_greedy(
+        cfg,
+        verify_tree.draft_tokens,
+        verify_tree.retrieve_index,
+        verify_tree.retrieve_next_token,
+        verify_tree.retrieve_next_sibling,
+        target,
+    )
+
+
+def _verify_greedy(
+    cfg: DraftConfig,
+    draft_tokens: Tensor,
+    retrieve_index: Tensor,
+    next_token: Tensor,
+    next_sibling: Tensor,
+    target: Tensor,
+) -> GreedyVerdict:
+    bs, n = retrieve_index.shape
+    flat = bs * n
+    tokens = draft_tokens.view(bs, n)  # [bs, N]
+    links = next_sibling.clamp(-1, n - 1)  # [bs, N] out-of-range links end the list
+    cur = torch.zeros(bs, dtype=torch.int64, device=tokens.device)  # [bs] last accepted node
+    last = retrieve_index[:, 0]  # [bs] its flat index
+    alive = torch.ones(bs, dtype=torch.bool, device=tokens.device)
+    accepted = [last]
+    for _ in range(cfg.num_steps):
+        want = target.gather(0, last.clamp(0, max(flat - 1, 0)))  # [bs] the target's next token
+        head = next_token.gather(1, cur.unsqueeze(1)).squeeze(1).clamp(-1, n - 1)  # [bs]
+        child = first_match_along(links, head, tokens == want.unsqueeze(1))  # [bs]
+        alive = alive & (child >= 0)
+        cur = torch.where(alive, child, cur)
+        picked = retrieve_index.gather(1, cur.unsqueeze(1)).squeeze(1)  # [bs]
+        last = torch.where(alive, picked, last)
+        accepted.append(torch.where(alive, picked, -1))
+    accept_index = torch.stack(accepted, dim=1)  # [bs, S + 1]
+    num_accepted = (accept_index[:, 1:] >= 0).sum(1)  # [bs]
+    return GreedyVerdict(accept_index, num_accepted, commit(accept_index, target))
+
+
+def first_match_along(next_sibling: Tensor, head: Tensor, match: Tensor) -> Tensor:
+    """The first node with ``match`` on the sibling list starting at ``head``, -1 if none.
+
+    Pointer doubling: ``jump[c]`` is ``c`` on a match, else the next sibling; squaring it
+    ``ceil(log2 N)`` times reaches the first match of every list, or its end. Bounded on any
+    links, cyclic ones included.
+
+    Shapes: ``next_sibling [bs, N]``, ``head [bs]``, ``match [bs, N]`` -> ``[bs]``.
+    """
+    n = next_sibling.shape[1]
+    node = torch.arange(n, device=next_sibling.device)
+    jump = torch.where(match, node, next_sibling)  # [bs, N] in -1..N-1
+    for _ in range(max(1, math.ceil(math.log2(n)))):
+        jump = torch.where(jump >= 0, jump.gather(1, jump.clamp(min=0)), -1)
+    found = jump.gather(1, head.clamp(min=0).unsqueeze(1)).squeeze(1)  # [bs]
+    hit = match.gather(1, found.clamp(min=0).unsqueeze(1)).squeeze(1)
+    return torch.where((head >= 0) & (found >= 0) & hit, found, -1)
+
+
+def commit(accept_index: Tensor, target: Tensor) -> Tensor:
+    """``predicts``: the target's token at every accepted node, 0 elsewhere. ``[bs*N]``."""
+    flat = target.shape[0]
+    slot = torch.where(accept_index >= 0, accept_index, flat).clamp(0, flat)  # [bs, S + 1]
+    padded = torch.cat([target, target.new_zeros(1)])  # [bs * N + 1] slot flat discards
+    predicts = target.new_zeros(flat + 1)
+    return predicts.index_put((slot.flatten(),), padded[slot.flatten()])[:flat]
+
+
+def _check_verify(where: str, cfg: object, vt: object, target_predict: object) -> Tensor:
+    cfg = _checks.require_config(where, cfg)
+    if not isinstance(vt, VerifyTree):
+        raise TypeError(f"{where}: verify_tree must be a VerifyTree, got {type(vt).__name__}")
+    n = cfg.num_draft_tokens
+    index = _checks.require_rank(
+        where, "verify_tree.retrieve_index", vt.retrieve_index, "[bs, N]", 2
+    )
+    bs, device = index.shape[0], index.device
+    for name in ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"):
+        tensor = _checks.require_index(
+            where, f"verify_tree.{name}", getattr(vt, name), "[bs, N]", (bs, n)
+        )
+        _checks.require_device(
+            where, f"verify_tree.{name}", tensor, device, "verify_tree.retrieve_index"
+        )
+    tokens = _checks.require_index(
+        where, "verify_tree.draft_tokens", vt.draft_tokens, "[bs * N]", (bs * n,)
+    )
+    _checks.require_device(
+        where, "verify_tree.draft_tokens", tokens, device, "verify_tree.retrieve_index"
+    )
+    target = _checks.require_tensor(where, "target_predict", target_predict)
+    if target.shape not in ((bs * n,), (bs, n)):
+        raise ValueError(
+            f"{where}: target_predict must have shape [bs * N] = [{bs * n}] or [bs, N] = "
+            f"[{bs}, {n}], got {_checks.show(target.shape)}"
+        )
+    if target.dtype != torch.int64:
+        raise TypeError(f"{where}: target_predict must be an int64 tensor, got {target.dtype}")
+    _checks.require_device(where, "target_predict", target, device, "verify_tree.retrieve_index")
+    return target.reshape(bs * n)
