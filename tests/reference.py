@@ -105,3 +105,116 @@ def plain_organize(cfg, score_list, token_list, parents_list):
 
 def as_lists(tree):
     return tuple(t.tolist() for t in tree)
+
+
+def parent_node(cfg, parents, selected, j):
+    """SPEC §8: node j's parent node, 0 for the root, None when not found."""
+    slot = selected[j - 1] // cfg.topk
+    if slot == 0:
+        return 0
+    if not 0 < slot < cfg.parent_width:
+        return None
+    want = parents[slot]
+    for position in range(len(selected)):  # this request's selected candidates only
+        if selected[position] == want:
+            return position + 1
+    return None
+
+
+def verify_tree(cfg, tree, bonus_tokens, seq_lens, mask_mode):
+    """SPEC §8 row by row; links built like SGLang's kernel (front insertion, nodes descending).
+
+    Returns a dict of nested lists keyed by VerifyTree field name; ``tree_mask`` is given per
+    request as rows of 0/1 (QLEN and FULL) or integers (BITPACKED), flattened by the caller.
+    """
+    n, steps = cfg.num_draft_tokens, cfg.num_steps
+    out = {
+        name: []
+        for name in (
+            "draft_tokens",
+            "positions",
+            "tree_mask",
+            "retrieve_index",
+            "retrieve_next_token",
+            "retrieve_next_sibling",
+        )
+    }
+    for b in range(bonus_tokens.shape[0]):
+        parents = tree.parent_list[b].tolist()
+        selected = tree.top_scores_index[b].tolist()
+        seq_len = seq_lens[b].item()
+        next_token, next_sibling = [-1] * n, [-1] * n
+        for i in range(n - 1, 0, -1):
+            p = parent_node(cfg, parents, selected, i)
+            if p is None:
+                continue
+            if next_token[p] != -1:
+                next_sibling[i] = next_token[p]
+            next_token[p] = i
+        rows, positions = [], []
+        for t in range(n):
+            row = [1] + [0] * (n - 1)
+            steps_taken, cur = 0, t
+            while t > 0 and steps_taken < steps:
+                row[cur] = 1
+                steps_taken += 1
+                p = parent_node(cfg, parents, selected, cur)
+                if p is None or p == 0:
+                    break
+                cur = p
+            rows.append(row)
+            positions.append(seq_len + steps_taken)
+        out["draft_tokens"].extend([bonus_tokens[b].item(), *tree.draft_tokens[b].tolist()])
+        out["positions"].extend(positions)
+        out["retrieve_index"].append([b * n + j for j in range(n)])
+        out["retrieve_next_token"].append(next_token)
+        out["retrieve_next_sibling"].append(next_sibling)
+        if mask_mode == "bitpacked":
+            out["tree_mask"].extend(sum(bit << j for j, bit in enumerate(row)) for row in rows)
+        elif mask_mode == "full":
+            out["tree_mask"].extend(v for row in rows for v in [1] * seq_len + row)
+        else:
+            out["tree_mask"].extend(v for row in rows for v in row)
+    return out
+
+
+def is_valid_tree(cfg, tree):
+    """Every selected candidate in range and reaching the root in at most num_steps hops."""
+    valid = []
+    for b in range(tree.top_scores_index.shape[0]):
+        parents = tree.parent_list[b].tolist()
+        selected = tree.top_scores_index[b].tolist()
+        ok = all(0 <= g < cfg.num_candidates for g in selected)
+        for j in range(1, cfg.num_draft_tokens):
+            cur, hops = j, 0
+            while cur not in (0, None) and hops < cfg.num_steps:
+                cur, hops = parent_node(cfg, parents, selected, cur), hops + 1
+            ok = ok and cur == 0
+        valid.append(ok)
+    return valid
+
+
+def verify_greedy(cfg, vt, target_predict):
+    """SGLang's greedy walk, one request at a time, sibling hops bounded by N per level."""
+    n, steps = cfg.num_draft_tokens, cfg.num_steps
+    bs = vt.retrieve_index.shape[0]
+    tokens = vt.draft_tokens.tolist()
+    target = target_predict.flatten().tolist()
+    index = vt.retrieve_index.tolist()
+    next_token, next_sibling = vt.retrieve_next_token.tolist(), vt.retrieve_next_sibling.tolist()
+    accept, counts, predicts = [], [], [0] * (bs * n)
+    for b in range(bs):
+        last, cur, row = index[b][0], 0, [index[b][0]]
+        for _ in range(steps):
+            c, hops = next_token[b][cur], 0
+            while c != -1 and hops < n and tokens[b * n + c] != target[last]:
+                c, hops = next_sibling[b][c], hops + 1
+            if c == -1 or hops == n:
+                break
+            predicts[last] = target[last]
+            last, cur = index[b][c], c
+            row.append(last)
+        predicts[last] = target[last]
+        counts.append(len(row) - 1)
+        accept.append(row + [-1] * (steps + 1 - len(row)))
+    return accept, counts, predicts

@@ -7,9 +7,22 @@ import torch._inductor.config
 from torch._dynamo.utils import counters
 
 from drafts import draft_lists, multilayer
-from eagle_fn import DraftConfig, DraftOrganizer, organize_multilayer, organize_tree
+from eagle_fn import (
+    DraftConfig,
+    DraftOrganizer,
+    MaskMode,
+    _compile,
+    build_verify_tree,
+    is_valid_tree,
+    organize_multilayer,
+    organize_tree,
+    verify,
+    verify_greedy,
+    verify_tree,
+)
 from eagle_fn.profiling import OpCounter
 from helpers import assert_trees_equal
+from test_verify import agreeing_target
 
 pytestmark = pytest.mark.compiled
 MAX_BS = 8
@@ -77,3 +90,73 @@ def test_compiling_leaves_the_host_configuration_alone(compiled_env):
     w.organize(*multilayer(2, 3, torch.Generator().manual_seed(2)))
     assert torch._dynamo.config.get_config_copy() == dynamo_before
     assert torch._inductor.config.get_config_copy() == inductor_before
+
+
+def assert_verify_equal(a, b):
+    for x, y in zip(a, b, strict=True):
+        assert x.dtype == y.dtype
+        assert x.shape == y.shape
+        assert torch.equal(x.to(torch.int64), y.to(torch.int64))
+
+
+@pytest.mark.parametrize("cfg", [DraftConfig.chain(4), DraftConfig(4, 3, 8)], ids=str)
+def test_build_verify_compiles_once_per_mask_mode(compiled_env, cfg):
+    worker = DraftOrganizer(cfg, max_bs=MAX_BS, device="cpu")
+    gen = torch.Generator().manual_seed(3)
+    for expected, mode in enumerate(MaskMode, start=1):
+        for bs in [5, 0, 1, 2, MAX_BS]:
+            tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
+            bonus = torch.randint(0, 99, (bs,), generator=gen)
+            seq_lens = torch.randint(0, 40, (bs,), generator=gen)
+            got = worker.build_verify(tree, bonus, seq_lens, mask_mode=mode)
+            assert_verify_equal(got, build_verify_tree(cfg, tree, bonus, seq_lens, mask_mode=mode))
+        assert graphs() == expected, mode  # new sequence lengths never recompile FULL
+    assert_no_graph_breaks()
+
+
+def batch_first(rank):
+    return _compile._batch_first(_compile.ShapeVar("bs"), rank)
+
+
+def test_greedy_verification_and_validity_compile_as_full_graphs(compiled_env):
+    cfg = DraftConfig(4, 3, 8)
+    greedy = _compile.compile_fn(
+        verify._verify_greedy,
+        enabled=True,
+        shapes={
+            name: batch_first(rank)
+            for name, rank in [
+                ("draft_tokens", 1),
+                ("retrieve_index", 2),
+                ("next_token", 2),
+                ("next_sibling", 2),
+                ("target", 1),
+            ]
+        },
+    )
+    valid = _compile.compile_fn(
+        verify_tree._is_valid_tree,
+        enabled=True,
+        shapes={"parent_list": batch_first(2), "top_scores_index": batch_first(2)},
+    )
+    gen = torch.Generator().manual_seed(4)
+    for bs in [3, 0, 1, 2, 7]:
+        tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, "nan"))
+        vt = build_verify_tree(
+            cfg, tree, torch.zeros(bs, dtype=torch.int64), torch.zeros(bs, dtype=torch.int64)
+        )
+        target = agreeing_target(vt, gen)
+        got = greedy(
+            cfg,
+            vt.draft_tokens,
+            vt.retrieve_index,
+            vt.retrieve_next_token,
+            vt.retrieve_next_sibling,
+            target,
+        )
+        assert_verify_equal(got, verify_greedy(cfg, vt, target))
+        assert torch.equal(
+            valid(cfg, tree.parent_list, tree.top_scores_index), is_valid_tree(cfg, tree)
+        )
+    assert graphs() == 2
+    assert_no_graph_breaks()

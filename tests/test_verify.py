@@ -1,0 +1,217 @@
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import reference
+from drafts import KINDS, draft_lists
+from eagle_fn import (
+    DraftConfig,
+    DraftTree,
+    GreedyVerdict,
+    MaskMode,
+    VerifyTree,
+    build_verify_tree,
+    organize_tree,
+    verify_greedy,
+)
+from helpers import assert_matches
+from test_organize import draft_configs
+from test_verify_tree import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE, malformed_tree
+
+I64 = torch.int64
+
+
+def chain_tree(tokens):
+    steps = len(tokens)
+    cfg = DraftConfig.chain(steps)
+    tree = DraftTree(
+        torch.arange(-1, steps - 1).view(1, -1) if steps > 1 else torch.zeros(1, 0, dtype=I64),
+        torch.arange(steps).view(1, -1),
+        torch.tensor([tokens]),
+    )
+    return cfg, build_verify_tree(cfg, tree, torch.tensor([50]), torch.tensor([10]))
+
+
+@pytest.mark.parametrize("accepted", range(5))
+def test_chain_accepts_every_length(accepted):
+    # Draft 1 2 3 4 after bonus 50. The target agrees with the first `accepted` tokens and
+    # then predicts 99 (node `accepted`'s own next token when all four agree).
+    draft = [1, 2, 3, 4]
+    cfg, vt = chain_tree(draft)
+    target = [*draft[:accepted], 99, 7, 7, 7, 7][:5]
+    verdict = verify_greedy(cfg, vt, torch.tensor(target))
+    assert isinstance(verdict, GreedyVerdict)
+    assert verdict.num_accepted.tolist() == [accepted]
+    assert verdict.accept_index.tolist() == [list(range(accepted + 1)) + [-1] * (4 - accepted)]
+    # Commit the accepted drafts, then the target's own token after the last of them.
+    committed = verdict.predicts[verdict.accept_index[0, : accepted + 1]].tolist()
+    assert committed == [*draft[:accepted], 99]
+    assert verdict.predicts.tolist()[accepted + 1 :] == [0] * (4 - accepted)
+
+
+def test_tree_accepts_a_later_sibling():
+    # SPEC §7 tree. Row 0: root -> node 1 (token 10) -> children 5, 6, 7 (tokens 14, 15, 16);
+    # the target picks 16, the third sibling. Row 1: root -> node 3 (token 22) -> node 7
+    # (token 26), then node 7 has no children.
+    vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
+    target = torch.zeros(16, dtype=I64)
+    target[[0, 1, 7]] = torch.tensor([10, 16, 77])
+    target[[8, 11, 15]] = torch.tensor([22, 26, 88])
+    verdict = verify_greedy(SPEC_CFG, vt, target)
+    assert verdict.accept_index.tolist() == [[0, 1, 7, -1], [8, 11, 15, -1]]
+    assert verdict.num_accepted.tolist() == [2, 2]
+    assert verdict.predicts[verdict.accept_index[0, :3]].tolist() == [10, 16, 77]
+    assert verdict.predicts[verdict.accept_index[1, :3]].tolist() == [22, 26, 88]
+
+
+def test_first_matching_sibling_wins():
+    # Two root children carry the same token: the lower node (first in sibling order) wins.
+    cfg = DraftConfig(2, 1, 3)
+    tree = DraftTree(torch.zeros(1, 0, dtype=I64), torch.tensor([[0, 1]]), torch.tensor([[5, 5]]))
+    vt = build_verify_tree(cfg, tree, torch.tensor([1]), torch.tensor([0]))
+    verdict = verify_greedy(cfg, vt, torch.tensor([5, 6, 7]))
+    assert verdict.accept_index.tolist() == [[0, 1]]
+
+
+def test_target_predict_as_matrix_or_flat():
+    vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
+    target = torch.randint(0, 30, (2, 8), generator=torch.Generator().manual_seed(0))
+    target[:, 0] = torch.tensor([10, 22])
+    flat, matrix = (
+        verify_greedy(SPEC_CFG, vt, target.flatten()),
+        verify_greedy(SPEC_CFG, vt, target),
+    )
+    for a, b in zip(flat, matrix, strict=True):
+        assert torch.equal(a, b)
+
+
+def agreeing_target(vt, gen, agree=0.8):
+    """Target predictions that usually name a child of each node (often a later sibling),
+    so that greedy walks go deep and take every branch."""
+    bs, n = vt.retrieve_index.shape
+    tokens = vt.draft_tokens.tolist()
+    first, sibling = vt.retrieve_next_token.tolist(), vt.retrieve_next_sibling.tolist()
+    target = torch.randint(0, 1000, (bs * n,), generator=gen).tolist()
+    for b in range(bs):
+        for node in range(n):
+            child = first[b][node]
+            if child < 0 or torch.rand(1, generator=gen).item() > agree:
+                continue
+            while sibling[b][child] >= 0 and torch.rand(1, generator=gen).item() < 0.4:
+                child = sibling[b][child]
+            target[b * n + node] = tokens[b * n + child]
+    return torch.tensor(target, dtype=I64)
+
+
+def check_against_reference(cfg, vt, target):
+    verdict = verify_greedy(cfg, vt, target)
+    accept, counts, predicts = reference.verify_greedy(cfg, vt, target)
+    bs = vt.retrieve_index.shape[0]
+    assert_matches(verdict.accept_index, accept, (bs, cfg.num_steps + 1), I64)
+    assert_matches(verdict.num_accepted, counts, (bs,), I64)
+    assert_matches(verdict.predicts, predicts, (bs * cfg.num_draft_tokens,), I64)
+
+
+@given(
+    cfg=draft_configs(),
+    bs=st.integers(0, 8),
+    kind=st.sampled_from(KINDS),
+    seed=st.integers(0, 2**31),
+)
+def test_matches_reference_on_organized_trees(cfg, bs, kind, seed):
+    gen = torch.Generator().manual_seed(seed)
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, kind))
+    vt = build_verify_tree(
+        cfg, tree, torch.randint(0, 1000, (bs,), generator=gen), torch.zeros(bs, dtype=I64)
+    )
+    # Make the walk possible: the target at each node often names one of its children.
+    check_against_reference(cfg, vt, agreeing_target(vt, gen))
+
+
+@given(cfg=draft_configs(), bs=st.integers(1, 6), seed=st.integers(0, 2**31))
+def test_matches_reference_on_malformed_trees(cfg, bs, seed):
+    gen = torch.Generator().manual_seed(seed)
+    tree, _ = malformed_tree(cfg, bs, gen)
+    vt = build_verify_tree(
+        cfg, tree, torch.randint(0, 1000, (bs,), generator=gen), torch.zeros(bs, dtype=I64)
+    )
+    check_against_reference(cfg, vt, agreeing_target(vt, gen, agree=0.9))
+
+
+def test_cyclic_links_terminate():
+    # Hand-made links: node 1 -> sibling 2 -> sibling 1 -> ... and node 1's child is itself.
+    cfg = DraftConfig(2, 3, 4)
+    vt = VerifyTree(
+        draft_tokens=torch.tensor([0, 5, 6, 7]),
+        positions=torch.zeros(4, dtype=I64),
+        tree_mask=torch.ones(16, dtype=torch.bool),
+        retrieve_index=torch.arange(4).view(1, 4),
+        retrieve_next_token=torch.tensor([[1, 1, -1, -1]]),
+        retrieve_next_sibling=torch.tensor([[-1, 2, 1, -1]]),
+    )
+    # The target wants 9 at the root: no node in the cycle matches, the walk stops.
+    assert verify_greedy(cfg, vt, torch.tensor([9, 9, 9, 9])).num_accepted.tolist() == [0]
+    # It wants 5 everywhere: node 1, whose first child is node 1 again, for all 3 levels.
+    verdict = verify_greedy(cfg, vt, torch.tensor([5, 5, 5, 5]))
+    assert verdict.accept_index.tolist() == [[0, 1, 1, 1]]
+    check_against_reference(cfg, vt, torch.tensor([6, 6, 6, 6]))
+
+
+def test_runs_on_device(device):
+    vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS, mask_mode=MaskMode.QLEN)
+    target = torch.arange(16)
+    target[0] = 10
+    cpu = verify_greedy(SPEC_CFG, vt, target)
+    dev = verify_greedy(SPEC_CFG, VerifyTree(*(t.to(device) for t in vt)), target.to(device))
+    for a, b in zip(cpu, dev, strict=True):
+        assert b.device == device
+        assert torch.equal(a, b.cpu())
+
+
+VT = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
+TARGET = torch.zeros(16, dtype=I64)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        ((None, VT, TARGET), TypeError, r"verify_greedy: cfg must be a DraftConfig, got NoneType"),
+        ((SPEC_CFG, tuple(VT), TARGET), TypeError, r"verify_tree must be a VerifyTree, got tuple"),
+        (
+            (SPEC_CFG, VT, TARGET[:15]),
+            ValueError,
+            r"target_predict must have shape \[bs \* N\] = \[16\] or \[bs, N\] = \[2, 8\], got \[15\]",
+        ),
+        (
+            (SPEC_CFG, VT, TARGET.view(4, 4)),
+            ValueError,
+            r"target_predict must have shape .* got \[4, 4\]",
+        ),
+        (
+            (SPEC_CFG, VT, TARGET.float()),
+            TypeError,
+            r"target_predict must be an int64 tensor, got torch.float32",
+        ),
+        ((SPEC_CFG, VT, [0] * 16), TypeError, r"target_predict must be a torch.Tensor, got list"),
+        (
+            (DraftConfig(4, 3, 9), VT, TARGET),
+            ValueError,
+            r"verify_tree.retrieve_index must have shape \[bs, N\] = \[2, 9\], got \[2, 8\]",
+        ),
+        (
+            (SPEC_CFG, VT._replace(draft_tokens=VT.draft_tokens[:8]), TARGET),
+            ValueError,
+            r"verify_tree.draft_tokens must have shape \[bs \* N\] = \[16\], got \[8\]",
+        ),
+        (
+            (SPEC_CFG, VT._replace(retrieve_next_sibling=VT.retrieve_next_sibling.int()), TARGET),
+            TypeError,
+            r"verify_tree.retrieve_next_sibling must be an int64 tensor",
+        ),
+        ((SPEC_CFG, VT, TARGET.to("meta")), ValueError, r"target_predict is on meta, expected cpu"),
+    ],
+)
+def test_bad_inputs(args, error, match):
+    with pytest.raises(error, match=match):
+        verify_greedy(*args)

@@ -1,0 +1,354 @@
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import reference
+from drafts import KINDS, draft_lists, multilayer
+from eagle_fn import (
+    DraftConfig,
+    DraftOrganizer,
+    DraftTree,
+    MaskMode,
+    VerifyTree,
+    build_verify_tree,
+    is_valid_tree,
+    organize_tree,
+)
+from eagle_fn.profiling import OpCounter
+from helpers import assert_matches
+from test_organize import draft_configs
+
+I64 = torch.int64
+SPEC_CFG = DraftConfig(4, 3, 8)
+SPEC_TREE = DraftTree(
+    parent_list=torch.tensor([[-1, 0, 1, 2, 3, 4, 5, 6, 8], [-1, 0, 1, 2, 3, 4, 8, 12, 5]]),
+    top_scores_index=torch.tensor([[0, 1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 4, 8, 12]]),
+    draft_tokens=torch.tensor([[10, 11, 12, 13, 14, 15, 16], [20, 21, 22, 23, 24, 25, 26]]),
+)
+SPEC_SEQ_LENS = torch.tensor([5, 9])
+SPEC_BONUS = torch.tensor([100, 200])
+
+
+def mask_values(mask):
+    return mask.to(I64).tolist()
+
+
+def test_spec_verify_example():
+    vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
+    assert isinstance(vt, VerifyTree)
+    assert vt.positions.tolist() == [5, 6, 6, 6, 6, 7, 7, 7, 9, 10, 10, 10, 10, 11, 11, 11]
+    assert vt.retrieve_next_token.tolist() == [
+        [1, 5, -1, -1, -1, -1, -1, -1],
+        [1, 5, 6, 7, -1, -1, -1, -1],
+    ]
+    assert vt.retrieve_next_sibling.tolist() == [
+        [-1, 2, 3, 4, -1, 6, 7, -1],
+        [-1, 2, 3, 4, -1, -1, -1, -1],
+    ]
+    assert vt.retrieve_index.tolist() == [list(range(8)), list(range(8, 16))]
+    assert vt.draft_tokens.tolist() == [
+        100,
+        10,
+        11,
+        12,
+        13,
+        14,
+        15,
+        16,
+        200,
+        20,
+        21,
+        22,
+        23,
+        24,
+        25,
+        26,
+    ]
+    # Row 1, nodes 5, 6, 7 hang under nodes 1, 2, 3 (candidates 0, 1, 2): each sees the root,
+    # its parent and itself.
+    rows = vt.tree_mask.view(2, 8, 8)[1].int().tolist()
+    assert rows[5] == [1, 1, 0, 0, 0, 1, 0, 0]
+    assert rows[6] == [1, 0, 1, 0, 0, 0, 1, 0]
+    assert rows[7] == [1, 0, 0, 1, 0, 0, 0, 1]
+    assert rows[0] == [1, 0, 0, 0, 0, 0, 0, 0]
+    packed = build_verify_tree(
+        SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS, mask_mode=MaskMode.BITPACKED
+    )
+    assert packed.tree_mask.dtype == torch.uint8  # N = 8
+    assert mask_values(packed.tree_mask)[8 + 5 : 8 + 8] == [0b100011, 0b1000101, 0b10001001]
+    full = build_verify_tree(
+        SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS, mask_mode=MaskMode.FULL
+    )
+    assert full.tree_mask.shape == (8 * (5 + 9) + 2 * 64,)
+    # Row 0's block is 8 rows of 5 prefix columns and 8 tree columns.
+    first_row = full.tree_mask[:13].int().tolist()
+    assert first_row == [1] * 5 + [1, 0, 0, 0, 0, 0, 0, 0]
+
+
+def check_against_reference(cfg, tree, seed, mode):
+    bs = tree.top_scores_index.shape[0]
+    gen = torch.Generator().manual_seed(seed)
+    bonus = torch.randint(0, 1000, (bs,), generator=gen)
+    seq_lens = torch.randint(0, 50, (bs,), generator=gen)
+    vt = build_verify_tree(cfg, tree, bonus, seq_lens, mask_mode=mode)
+    ref = reference.verify_tree(cfg, tree, bonus, seq_lens, mode.value)
+    n = cfg.num_draft_tokens
+    assert_matches(vt.draft_tokens, ref["draft_tokens"], (bs * n,), I64)
+    assert_matches(vt.positions, ref["positions"], (bs * n,), I64)
+    for name in ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"):
+        assert_matches(getattr(vt, name), ref[name], (bs, n), I64)
+    assert mask_values(vt.tree_mask) == ref["tree_mask"]
+    return vt
+
+
+def malformed_tree(cfg, bs, gen):
+    """Random parent tables and selections: missing parents, cycles, self-parents, duplicates."""
+    k, n = cfg.topk, cfg.num_draft_tokens
+    width = cfg.num_candidates
+    parents = torch.randint(-1, width, (bs, cfg.parent_width), generator=gen)
+    selected = torch.randint(0, width, (bs, n - 1), generator=gen)
+    if torch.rand(1, generator=gen).item() < 0.5:
+        selected = torch.sort(selected, dim=1).values
+    # Point a few parent slots at selected candidates so that links actually form.
+    for b in range(bs):
+        for slot in range(1, cfg.parent_width):
+            if torch.rand(1, generator=gen).item() < 0.6:
+                parents[b, slot] = selected[b, torch.randint(0, n - 1, (1,), generator=gen)]
+    return DraftTree(parents, selected, torch.randint(0, 1000, (bs, n - 1), generator=gen)), k
+
+
+@pytest.mark.parametrize("mode", list(MaskMode), ids=str)
+@given(
+    cfg=draft_configs(),
+    bs=st.integers(0, 8),
+    kind=st.sampled_from(KINDS),
+    seed=st.integers(0, 2**31),
+)
+def test_organized_trees_match_reference(mode, cfg, bs, kind, seed):
+    if mode is MaskMode.BITPACKED and cfg.num_draft_tokens > 32:
+        return
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, torch.Generator().manual_seed(seed), kind))
+    check_against_reference(cfg, tree, seed, mode)
+    assert is_valid_tree(cfg, tree).tolist() == [True] * bs
+
+
+@pytest.mark.parametrize("mode", list(MaskMode), ids=str)
+@given(cfg=draft_configs(), bs=st.integers(1, 6), seed=st.integers(0, 2**31))
+def test_malformed_trees_match_reference(mode, cfg, bs, seed):
+    if mode is MaskMode.BITPACKED and cfg.num_draft_tokens > 32:
+        return
+    tree, _ = malformed_tree(cfg, bs, torch.Generator().manual_seed(seed))
+    check_against_reference(cfg, tree, seed, mode)
+    assert is_valid_tree(cfg, tree).tolist() == reference.is_valid_tree(cfg, tree)
+
+
+@given(
+    cfg=draft_configs(),
+    bs=st.integers(1, 8),
+    kind=st.sampled_from(KINDS),
+    seed=st.integers(0, 2**31),
+)
+def test_sglang_invariants_on_organized_trees(cfg, bs, kind, seed):
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, torch.Generator().manual_seed(seed), kind))
+    seq_lens = torch.arange(bs) * 7
+    vt = build_verify_tree(cfg, tree, torch.zeros(bs, dtype=I64), seq_lens)
+    n = cfg.num_draft_tokens
+    depth = vt.positions.view(bs, n) - seq_lens.unsqueeze(1)
+    mask = vt.tree_mask.view(bs, n, n)
+    assert (depth[:, 0] == 0).all()  # the root
+    assert ((depth[:, 1:] >= 1) & (depth[:, 1:] <= cfg.num_steps)).all()
+    assert mask.diagonal(dim1=1, dim2=2).all()  # every node sees itself
+    assert not mask.triu(diagonal=1).any()  # ancestors come first: nothing above the diagonal
+    assert torch.equal(mask.sum(-1) - 1, depth)  # a row sees exactly its ancestors
+
+
+@pytest.mark.parametrize("num_steps", range(1, 9))
+@pytest.mark.parametrize("mode", list(MaskMode), ids=str)
+def test_chain_constants_equal_the_general_path(num_steps, mode):
+    cfg = DraftConfig.chain(num_steps)
+    worker = DraftOrganizer(cfg, max_bs=6, device="cpu", compile=False)
+    gen = torch.Generator().manual_seed(num_steps)
+    for bs in (0, 1, 6, 9):  # 9 > max_bs takes the general path
+        tree = worker.organize(*multilayer(num_steps, bs, gen))
+        bonus = torch.randint(0, 1000, (bs,), generator=gen)
+        seq_lens = torch.randint(0, 30, (bs,), generator=gen)
+        fast = worker.build_verify(tree, bonus, seq_lens, mask_mode=mode)
+        general = build_verify_tree(cfg, tree, bonus, seq_lens, mask_mode=mode)
+        for name, a, b in zip(VerifyTree._fields, fast, general, strict=True):
+            assert a.dtype == b.dtype, name
+            assert a.shape == b.shape, name
+            assert torch.equal(a.to(I64), b.to(I64)), name
+
+
+@pytest.mark.parametrize(("mode", "ops"), [(MaskMode.QLEN, 2), (MaskMode.BITPACKED, 2)])
+def test_chain_verify_computes_only_positions_and_tokens(mode, ops):
+    cfg = DraftConfig.chain(5)
+    worker = DraftOrganizer(cfg, max_bs=8, device="cpu", compile=False)
+    tree = worker.organize(*multilayer(5, 8, torch.Generator().manual_seed(0)))
+    args = (tree, torch.zeros(8, dtype=I64), torch.arange(8))
+    worker.build_verify(*args, mask_mode=mode)  # warm: constants are built on first use
+    with OpCounter() as counter:
+        worker.build_verify(*args, mask_mode=mode)
+    assert counter.total == ops
+    assert dict(counter.ops) == {"aten.cat.default": 1, "aten.add.Tensor": 1}
+
+
+def test_full_mask_takes_the_total_or_derives_it():
+    given_sum = build_verify_tree(
+        SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS, mask_mode=MaskMode.FULL, seq_lens_sum=14
+    )
+    derived = build_verify_tree(
+        SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS, mask_mode=MaskMode.FULL
+    )
+    assert torch.equal(given_sum.tree_mask, derived.tree_mask)
+
+
+@pytest.mark.parametrize(
+    ("n", "dtype"),
+    [
+        (2, torch.uint8),
+        (8, torch.uint8),
+        (9, torch.uint16),
+        (16, torch.uint16),
+        (17, torch.uint32),
+        (32, torch.uint32),
+    ],
+)
+def test_bitpacked_width_follows_num_draft_tokens(n, dtype):
+    cfg = DraftConfig(4, 4, n)
+    tree = organize_tree(cfg, *draft_lists(cfg, 3, torch.Generator().manual_seed(n)))
+    vt = build_verify_tree(
+        cfg,
+        tree,
+        torch.zeros(3, dtype=I64),
+        torch.zeros(3, dtype=I64),
+        mask_mode=MaskMode.BITPACKED,
+    )
+    assert vt.tree_mask.dtype == dtype
+    assert vt.tree_mask.shape == (3 * n,)
+
+
+def test_runs_on_device(device):
+    args = (SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
+    moved = (
+        DraftTree(*(t.to(device) for t in SPEC_TREE)),
+        SPEC_BONUS.to(device),
+        SPEC_SEQ_LENS.to(device),
+    )
+    for mode in MaskMode:
+        cpu = build_verify_tree(SPEC_CFG, *args, mask_mode=mode)
+        dev = build_verify_tree(SPEC_CFG, *moved, mask_mode=mode)
+        for a, b in zip(cpu, dev, strict=True):
+            assert b.device == device
+            assert torch.equal(a.to(I64), b.cpu().to(I64))
+    assert is_valid_tree(SPEC_CFG, moved[0]).device == device
+
+
+BAD_TREE_DTYPE = DraftTree(
+    SPEC_TREE.parent_list, SPEC_TREE.top_scores_index.int(), SPEC_TREE.draft_tokens
+)
+WIDE = DraftConfig(8, 5, 40)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        (
+            (SPEC_CFG, tuple(SPEC_TREE), SPEC_BONUS, SPEC_SEQ_LENS),
+            {},
+            TypeError,
+            r"build_verify_tree: tree must be a DraftTree, got tuple",
+        ),
+        (
+            (SPEC_CFG, BAD_TREE_DTYPE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {},
+            TypeError,
+            r"tree.top_scores_index must be an int64 tensor, got torch.int32",
+        ),
+        (
+            (DraftConfig(4, 3, 9), SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {},
+            ValueError,
+            r"tree.top_scores_index must have shape \[bs, N - 1\] = \[2, 8\], got \[2, 7\]",
+        ),
+        (
+            (DraftConfig(4, 4, 8), SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {},
+            ValueError,
+            r"tree.parent_list must have shape \[bs, parent_width\] = \[2, 13\], got \[2, 9\]",
+        ),
+        (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS[:1], SPEC_SEQ_LENS),
+            {},
+            ValueError,
+            r"bonus_tokens must have shape \[bs\] = \[2\], got \[1\]",
+        ),
+        (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS.int()),
+            {},
+            TypeError,
+            r"seq_lens must be an int64 tensor, got torch.int32",
+        ),
+        (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, [5, 9]),
+            {},
+            TypeError,
+            r"seq_lens must be a torch.Tensor, got list",
+        ),
+        (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {"mask_mode": "qlen"},
+            TypeError,
+            r"mask_mode must be a MaskMode, got str",
+        ),
+        (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {"mask_mode": MaskMode.FULL, "seq_lens_sum": -1},
+            ValueError,
+            r"seq_lens_sum must be >= 0, got -1",
+        ),
+        (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {"mask_mode": MaskMode.FULL, "seq_lens_sum": 14.0},
+            TypeError,
+            r"seq_lens_sum must be an int, got float",
+        ),
+        (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS.to("meta"), SPEC_SEQ_LENS),
+            {},
+            ValueError,
+            r"bonus_tokens is on meta, expected cpu \(the device of the tree\)",
+        ),
+        (
+            (
+                WIDE,
+                DraftTree(
+                    torch.zeros(1, 33, dtype=I64),
+                    torch.zeros(1, 39, dtype=I64),
+                    torch.zeros(1, 39, dtype=I64),
+                ),
+                torch.zeros(1, dtype=I64),
+                torch.zeros(1, dtype=I64),
+            ),
+            {"mask_mode": MaskMode.BITPACKED},
+            ValueError,
+            r"build_verify_tree: BITPACKED masks hold at most 32 nodes, got num_draft_tokens = 40",
+        ),
+    ],
+)
+def test_bad_inputs(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        build_verify_tree(*args, **kwargs)
+
+
+def test_is_valid_tree_bad_inputs():
+    with pytest.raises(TypeError, match=r"is_valid_tree: cfg must be a DraftConfig, got NoneType"):
+        is_valid_tree(None, SPEC_TREE)
+    with pytest.raises(ValueError, match=r"is_valid_tree: tree.draft_tokens must have shape"):
+        is_valid_tree(
+            SPEC_CFG,
+            DraftTree(
+                SPEC_TREE.parent_list, SPEC_TREE.top_scores_index, SPEC_TREE.draft_tokens[:, :3]
+            ),
+        )
