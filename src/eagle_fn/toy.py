@@ -1,0 +1,176 @@
+"""A tiny deterministic target/draft pair and a speculative decoding loop over the public API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from .config import DraftConfig
+from .organize import DraftTree
+from .steps import select_top_k
+from .verify import verify_greedy
+from .verify_tree import VerifyTree
+from .worker import DraftOrganizer
+
+
+@dataclass(frozen=True, eq=False)
+class ToyModel:
+    """Next-token logits from a request's last two tokens: a seeded ``[V, V, V]`` table.
+
+    Two tokens of context make a token's parent matter, as it does for a real model.
+    """
+
+    table: Tensor  # [V, V, V] logits[previous token, last token]
+
+    @property
+    def vocab(self) -> int:
+        return self.table.shape[0]
+
+    def logits(self, previous: Tensor, last: Tensor) -> Tensor:
+        """``previous, last [...]`` -> ``[..., V]``."""
+        return self.table[previous, last]
+
+
+def toy_models(vocab: int = 48, *, seed: int = 0, noise: float = 0.6) -> tuple[ToyModel, ToyModel]:
+    """A target and a draft that agrees with it often but not always: the target's table
+    plus ``noise`` times seeded Gaussian noise."""
+    gen = torch.Generator().manual_seed(seed)
+    target = torch.randn(vocab, vocab, vocab, generator=gen)
+    draft = target + noise * torch.randn(vocab, vocab, vocab, generator=gen)
+    return ToyModel(target), ToyModel(draft)
+
+
+class Generation(NamedTuple):
+    """Generated tokens and how many drafts each verification round accepted."""
+
+    tokens: Tensor  # [bs, max_new_tokens]
+    accepted: Tensor  # [rounds, bs] accepted draft tokens per round (-1 once a request is done)
+
+    @property
+    def mean_accepted(self) -> float:
+        """Mean accepted draft tokens per round, over the rounds each request took part in."""
+        done = self.accepted >= 0
+        return float(self.accepted[done].float().mean()) if done.any() else 0.0
+
+
+def greedy_generate(target: ToyModel, prompts: Tensor, max_new_tokens: int) -> Tensor:
+    """Plain greedy decoding of the target: ``prompts [bs, >= 2]`` -> ``[bs, max_new_tokens]``."""
+    previous, last = prompts[:, -2], prompts[:, -1]
+    out = []
+    for _ in range(max_new_tokens):
+        previous, last = last, target.logits(previous, last).argmax(-1)
+        out.append(last)
+    return torch.stack(out, dim=1)
+
+
+def speculative_generate(
+    cfg: DraftConfig,
+    target: ToyModel,
+    draft: ToyModel,
+    prompts: Tensor,
+    max_new_tokens: int,
+) -> Generation:
+    """Speculative decoding with greedy verification, from the public functions only.
+
+    Each round drafts ``cfg.num_steps`` steps (a chain as one multi-layer call, a tree with
+    :func:`select_top_k`), organizes them with a :class:`DraftOrganizer`, lays out the verify
+    tree, runs the target on every node at once and keeps what :func:`verify_greedy`
+    accepts. The output equals :func:`greedy_generate`'s.
+
+    Shapes: ``prompts [bs, >= 2]`` int64 -> ``tokens [bs, max_new_tokens]``.
+    """
+    bs = prompts.shape[0]
+    worker = DraftOrganizer(cfg, max_bs=max(bs, 1), device=prompts.device)
+    # A round commits up to num_steps + 1 tokens; one more column catches discarded writes.
+    out = prompts.new_zeros(bs, max_new_tokens + cfg.num_steps + 1)
+    count = prompts.new_zeros(bs)  # tokens generated per request
+    previous, last = prompts[:, -2], prompts[:, -1]
+    seq_lens = prompts.new_full((bs,), prompts.shape[1])
+    accepted = []
+    while bool((count < max_new_tokens).any()):
+        tree = draft_tree(cfg, worker, draft, previous, last)
+        vt = worker.build_verify(tree, last, seq_lens)
+        verdict = verify_greedy(cfg, vt, _target_predict(target, vt, previous, bs))
+        active = count < max_new_tokens  # [bs] finished requests keep their state
+        accepted.append(torch.where(active, verdict.num_accepted, -1))
+        committed = _committed(verdict.predicts, verdict.accept_index, active)  # [bs, S + 1]
+        n_new = _append(out, committed, count)  # [bs]
+        previous, last = _last_two(committed, n_new, previous, last)
+        count, seq_lens = count + n_new, seq_lens + n_new
+    return Generation(out[:, :max_new_tokens], torch.stack(accepted))
+
+
+def draft_tree(
+    cfg: DraftConfig, worker: DraftOrganizer, draft: ToyModel, previous: Tensor, last: Tensor
+) -> DraftTree:
+    """One draft round from each request's last two tokens, organized by ``worker``.
+
+    Shapes: ``previous, last [bs]`` -> a :class:`DraftTree` of ``[bs, ...]``.
+    """
+    if cfg.is_chain:
+        # A multi-layer draft: one greedy token per step, organized by the chain fast path.
+        probs, tokens = [], []
+        for _ in range(cfg.num_steps):
+            p, token = torch.softmax(draft.logits(previous, last), -1).max(-1)
+            previous, last = last, token
+            probs.append(p)
+            tokens.append(token)
+        return worker.organize(torch.stack(probs, 1), torch.stack(tokens, 1))
+    lists: tuple[list[Tensor], list[Tensor], list[Tensor]] = ([], [], [])
+    scores = None
+    for step in range(cfg.num_steps):
+        topk_p, topk_index = torch.softmax(draft.logits(previous, last), -1).topk(cfg.topk, -1)
+        out = select_top_k(cfg, step, topk_p, topk_index, scores)
+        # Each kept path continues the row hidden_index names: that row's last token becomes
+        # the path's previous one.
+        previous, last, scores = last[out.hidden_index], out.input_ids, out.scores
+        for kept, entry in zip(
+            lists, (out.score_entry, out.token_entry, out.parents_entry), strict=True
+        ):
+            kept.append(entry)
+    return worker.organize_steps(*lists)
+
+
+def _target_predict(target: ToyModel, vt: VerifyTree, previous: Tensor, bs: int) -> Tensor:
+    """The target's argmax at every node, reading each node's previous token through the
+    tree mask and positions the way attention would. ``-> [bs * N]``."""
+    n = vt.retrieve_index.shape[1]
+    tokens = vt.draft_tokens.view(bs, n)  # [bs, N]
+    positions = vt.positions.view(bs, n)  # [bs, N]
+    visible = vt.tree_mask.view(bs, n, n)  # [bs, N, N]
+    # A node's previous token is the visible node one position earlier: its parent.
+    parent = visible & (positions.unsqueeze(1) == positions.unsqueeze(2) - 1)  # [bs, N, N]
+    parent_token = (parent * tokens.unsqueeze(1)).sum(-1)  # [bs, N]
+    parent_token[:, 0] = previous  # the root's previous token is in the verified context
+    return target.logits(parent_token, tokens).argmax(-1).flatten()
+
+
+def _committed(predicts: Tensor, accept_index: Tensor, active: Tensor) -> Tensor:
+    """Tokens to commit per active request, in order: ``[bs, S + 1]``, -1 past the last."""
+    picked = predicts[accept_index.clamp(min=0)]  # [bs, S + 1]
+    return torch.where((accept_index >= 0) & active.unsqueeze(1), picked, -1)
+
+
+def _append(out: Tensor, committed: Tensor, count: Tensor) -> Tensor:
+    """Writes each request's committed tokens after its ``count`` tokens; returns how many."""
+    taken = committed >= 0  # [bs, S + 1]
+    offsets = torch.arange(committed.shape[1], device=out.device)
+    spare = out.shape[1] - 1  # no committed token ever lands in the last column
+    out.scatter_(1, torch.where(taken, count.unsqueeze(1) + offsets, spare), committed)
+    return taken.sum(1)
+
+
+def _last_two(
+    committed: Tensor, n_new: Tensor, previous: Tensor, last: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The two-token context after appending ``n_new`` committed tokens."""
+
+    def pick(i: Tensor) -> Tensor:
+        return committed.gather(1, i.clamp(min=0).unsqueeze(1)).squeeze(1)
+
+    new_last = torch.where(n_new >= 1, pick(n_new - 1), last)
+    new_previous = torch.where(n_new >= 2, pick(n_new - 2), torch.where(n_new == 1, last, previous))
+    return new_previous, new_last
