@@ -153,7 +153,21 @@ P1, I1, S1 = torch.rand(6, 2), torch.zeros(6, 2, dtype=I64), torch.rand(3, 2)
             r"topk_index must have shape \[bs, topk\] = \[3, 2\], got \[3, 1\]",
         ),
         ((CFG, 0, P0, I0.int()), TypeError, r"topk_index must be an int64 tensor, got torch.int32"),
-        ((CFG, 0, I0, I0), TypeError, r"topk_p must be a floating-point tensor, got torch.int64"),
+        (
+            (CFG, 0, I0, I0),
+            TypeError,
+            r"topk_p must be a floating-point tensor \(float16, bfloat16, float32 or float64\), got torch.int64",
+        ),
+        (
+            (CFG, 0, P0.to(torch.float8_e4m3fn), I0),
+            TypeError,
+            r"topk_p must be a floating-point tensor .* got torch.float8_e4m3fn",
+        ),
+        (
+            (CFG, 0, P0, I0.to_sparse()),
+            TypeError,
+            r"topk_index must be a dense \(strided\) tensor, got torch.sparse_coo",
+        ),
         (
             (CFG, 1, P1[:4], I1, S1),
             ValueError,

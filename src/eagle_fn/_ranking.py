@@ -57,7 +57,7 @@ def rank_keys(scores: Tensor) -> Tensor:
 
 
 def _keyed(scores: Tensor) -> bool:
-    return scores.dtype.itemsize <= 4 and scores.shape[1] <= MAX_KEYED_WIDTH
+    return scores.dtype is not torch.float64 and scores.shape[1] <= MAX_KEYED_WIDTH
 
 
 def _key_constants(width: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:

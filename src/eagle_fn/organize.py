@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -61,7 +62,8 @@ def organize_tree(
         >>> tree.top_scores_index.tolist(), tree.draft_tokens.tolist(), tree.parent_list.tolist()
         ([[0, 1, 4]], [[7, 9, 3]], [[-1, 0, 1]])
     """
-    _check_steps("organize_tree", cfg, score_list, token_list, parents_list)
+    if not steps_fit(cfg, score_list, token_list, parents_list):
+        _check_steps("organize_tree", cfg, score_list, token_list, parents_list)
     return _organize_tree(cfg, score_list, token_list, parents_list)
 
 
@@ -85,7 +87,8 @@ def organize_chain(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
         >>> tree.parent_list.tolist(), tree.top_scores_index.tolist()
         ([[-1, 0, 1], [-1, 0, 1]], [[0, 1, 2], [0, 1, 2]])
     """
-    _check_chain("organize_chain", constants, topk_index)
+    if not chain_fits(constants, topk_index):
+        _check_chain("organize_chain", constants, topk_index)
     return _organize_chain(constants, topk_index)
 
 
@@ -110,7 +113,10 @@ def organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) ->
         >>> tree.parent_list.tolist(), tree.top_scores_index.tolist(), tree.draft_tokens.tolist()
         ([[-1, 0]], [[0, 1]], [[4, 2]])
     """
-    _check_multilayer("organize_multilayer", cfg, topk_p, topk_index)
+    if not (
+        type(cfg) is DraftConfig and cfg.is_chain and layers_fit(cfg.num_steps, topk_p, topk_index)
+    ):
+        _check_multilayer("organize_multilayer", cfg, topk_p, topk_index)
     return _organize_multilayer(cfg, topk_p, topk_index)
 
 
@@ -120,8 +126,8 @@ def _organize_tree(
     token_list: Sequence[Tensor],
     parents_list: Sequence[Tensor],
 ) -> DraftTree:
-    scores = torch.cat(list(score_list), dim=1).flatten(1)  # [bs, num_candidates]
-    tokens = torch.cat(list(token_list), dim=1)  # [bs, num_candidates]
+    scores = torch.cat(score_list, dim=1).flatten(1)  # [bs, num_candidates]
+    tokens = torch.cat(token_list, dim=1)  # [bs, num_candidates]
     top = best_indices_ascending(scores, cfg.num_draft_tokens - 1)  # [bs, N - 1]
     return DraftTree(_parent_list(parents_list), top, tokens.gather(1, top))
 
@@ -131,7 +137,7 @@ def _parent_list(parents_list: Sequence[Tensor]) -> Tensor:
     if len(parents_list) == 1:
         # The last step is never expanded, so a one-step draft has no parent table.
         return first.new_empty((first.shape[0], 0))  # [bs, 0]
-    return torch.cat(list(parents_list[:-1]), dim=1)  # [bs, parent_width]
+    return torch.cat(parents_list[:-1], dim=1)  # [bs, parent_width]
 
 
 def _organize_chain(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
@@ -147,6 +153,84 @@ def _organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -
     first = torch.arange(-1, 1, device=device).repeat(bs, 1)  # [bs, 2], no host copy
     later = [torch.full((bs, 1), i, device=device) for i in range(1, steps)]  # [bs, 1] each
     return _organize_tree(cfg, score_list, token_list, [first, *later])
+
+
+def steps_fit(cfg: object, score_list: object, token_list: object, parents_list: object) -> bool:
+    """Fast, non-raising form of :func:`_check_steps` for the common, valid call."""
+    try:
+        first = score_list[0]  # type: ignore[index]
+        expected = _step_signatures(cfg, first.shape[0], first.dtype, first.device)
+        return (
+            type(cfg) is DraftConfig
+            and type(score_list) in _LISTS
+            and type(token_list) in _LISTS
+            and type(parents_list) in _LISTS
+            and first.dtype in _checks.SCORE_DTYPES
+            and [_checks.signature(t) for t in score_list] == expected[0]  # type: ignore[attr-defined]
+            and [_checks.signature(t) for t in token_list] == expected[1]  # type: ignore[attr-defined]
+            and [_checks.signature(t) for t in parents_list] == expected[2]  # type: ignore[attr-defined]
+        )
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return False
+
+
+_LISTS = (list, tuple)
+
+
+@functools.lru_cache(maxsize=1024)
+def _step_signatures(
+    cfg: DraftConfig, bs: int, dtype: torch.dtype, device: torch.device
+) -> tuple[list[_checks.Signature], ...]:
+    k = cfg.topk
+    steps = range(cfg.num_steps)
+
+    def sig(shape: tuple[int, ...], dt: torch.dtype) -> _checks.Signature:
+        return torch.Size(shape), dt, device, _checks.STRIDED
+
+    return (
+        [sig((bs, k if i else 1, k), dtype) for i in steps],
+        [sig((bs, k * k if i else k), _checks.INT64) for i in steps],
+        [sig((bs, k if i else k + 1), _checks.INT64) for i in steps],
+    )
+
+
+def chain_fits(constants: object, topk_index: object) -> bool:
+    """Fast, non-raising form of :func:`_check_chain`."""
+    try:
+        shape = topk_index.shape  # type: ignore[attr-defined]
+        return (
+            type(constants) is ChainConstants
+            and len(shape) == 2
+            and shape[1] == constants.config.num_steps
+            and shape[0] <= constants.max_bs
+            and topk_index.dtype is _checks.INT64  # type: ignore[attr-defined]
+            and topk_index.device == constants.parents.device  # type: ignore[attr-defined]
+            and topk_index.layout is _checks.STRIDED  # type: ignore[attr-defined]
+        )
+    except (AttributeError, TypeError):
+        return False
+
+
+def layers_fit(
+    num_steps: int, topk_p: object, topk_index: object, device: torch.device | None = None
+) -> bool:
+    """Fast, non-raising form of :func:`_check_multilayer` (and of the device check)."""
+    try:
+        shape = topk_index.shape  # type: ignore[attr-defined]
+        index_device = topk_index.device  # type: ignore[attr-defined]
+        return (
+            len(shape) == 2
+            and shape[1] == num_steps
+            and topk_index.dtype is _checks.INT64  # type: ignore[attr-defined]
+            and topk_p.shape == shape  # type: ignore[attr-defined]
+            and topk_p.dtype in _checks.SCORE_DTYPES  # type: ignore[attr-defined]
+            and topk_p.device == index_device  # type: ignore[attr-defined]
+            and (device is None or index_device == device)
+            and topk_index.layout is _checks.STRIDED  # type: ignore[attr-defined]
+            and topk_p.layout is _checks.STRIDED  # type: ignore[attr-defined]
+        )
+    except (AttributeError, TypeError):
+        return False
 
 
 def _check_steps(

@@ -96,7 +96,8 @@ def build_verify_tree(
         [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]]
     """
     where = "build_verify_tree"
-    check_verify_inputs(where, cfg, tree, bonus_tokens, seq_lens, mask_mode)
+    if not verify_fits(cfg, tree, bonus_tokens, seq_lens, mask_mode):
+        check_verify_inputs(where, cfg, tree, bonus_tokens, seq_lens, mask_mode)
     total = full_mask_length(where, cfg, seq_lens, mask_mode, seq_lens_sum)
     return _build_verify_tree(
         cfg, tree.parent_list, tree.top_scores_index, tree.draft_tokens,
@@ -355,6 +356,38 @@ def full_mask_length(
     total = _checks.require_int(where, "seq_lens_sum", seq_lens_sum, 0)
     n = cfg.num_draft_tokens
     return n * total + seq_lens.shape[0] * n * n
+
+
+def verify_fits(
+    cfg: object,
+    tree: object,
+    bonus_tokens: object,
+    seq_lens: object,
+    mode: object,
+    device: torch.device | None = None,
+) -> bool:
+    """Fast, non-raising form of :func:`check_verify_inputs` (and of the device check)."""
+    try:
+        top = tree.top_scores_index  # type: ignore[attr-defined]
+        bs, dev = top.shape[0], top.device
+        n = cfg.num_draft_tokens  # type: ignore[attr-defined]
+        nodes = torch.Size((bs, n - 1))
+        rows = (torch.Size((bs,)), _checks.INT64, dev, _checks.STRIDED)
+        return (
+            type(cfg) is DraftConfig
+            and type(tree) is DraftTree
+            and type(mode) is MaskMode
+            and (mode is not MaskMode.BITPACKED or n <= 32)
+            and _checks.signature(top) == (nodes, _checks.INT64, dev, _checks.STRIDED)
+            and _checks.signature(tree.draft_tokens) == (nodes, _checks.INT64, dev, _checks.STRIDED)  # type: ignore[attr-defined]
+            and tree.parent_list.shape == (bs, cfg.parent_width)  # type: ignore[attr-defined]
+            and _checks.signature(tree.parent_list)[1:] == (_checks.INT64, dev, _checks.STRIDED)  # type: ignore[attr-defined]
+            and _checks.signature(bonus_tokens) == rows  # type: ignore[arg-type]
+            and _checks.signature(seq_lens) == rows  # type: ignore[arg-type]
+            and (device is None or dev == device)
+        )
+    except (AttributeError, IndexError, TypeError):
+        return False
 
 
 def check_tree(where: str, cfg: object, tree: object) -> DraftTree:

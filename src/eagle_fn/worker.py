@@ -10,7 +10,7 @@ from torch import Tensor
 from . import _checks, _compile
 from .config import DraftConfig
 from .constants import ChainConstants, chain_constants
-from .organize import DraftTree, _check_multilayer, _check_steps
+from .organize import DraftTree, _check_multilayer, _check_steps, layers_fit, steps_fit
 from .verify_tree import (
     ChainVerifyConstants,
     MaskMode,
@@ -18,6 +18,7 @@ from .verify_tree import (
     chain_verify_constants,
     check_verify_inputs,
     full_mask_length,
+    verify_fits,
 )
 
 
@@ -73,6 +74,8 @@ class DraftOrganizer:
                 cfg, max_bs=self.max_bs, device=self.device
             )
         self._fns = _compile.paths(cfg, self.max_bs, enabled=self.compiled)
+        # The multi-layer layout has num_steps columns; only chains accept it.
+        self._layer_width = cfg.num_steps if cfg.is_chain else -1
 
     def organize(self, topk_p: Tensor, topk_index: Tensor) -> DraftTree:
         """Organizes a multi-layer draft: one token per step, ``[bs, num_steps]`` each (SPEC §5).
@@ -80,10 +83,10 @@ class DraftOrganizer:
         Shape guard: a chain config with ``bs <= max_bs`` returns the cached constants and
         ``topk_index`` (no computation); anything else runs the general path.
         """
-        _check_multilayer("DraftOrganizer.organize", self.config, topk_p, topk_index)
-        _checks.require_device(
-            "DraftOrganizer.organize", "topk_index", topk_index, self.device, "the worker"
-        )
+        if not layers_fit(self._layer_width, topk_p, topk_index, self.device):
+            where = "DraftOrganizer.organize"
+            _check_multilayer(where, self.config, topk_p, topk_index)
+            _checks.require_device(where, "topk_index", topk_index, self.device, "the worker")
         if self._constants is not None and topk_index.shape[0] <= self.max_bs:
             return self._fns.chain(self._constants, topk_index)
         return self._fns.multilayer(self.config, topk_p, topk_index)
@@ -99,9 +102,13 @@ class DraftOrganizer:
         A chain config with ``bs <= max_bs`` returns the cached constants and the tokens
         concatenated; anything else runs :func:`~eagle_fn.organize_tree`.
         """
-        where = "DraftOrganizer.organize_steps"
-        _check_steps(where, self.config, score_list, token_list, parents_list)
-        _checks.require_device(where, "score_list[0]", score_list[0], self.device, "the worker")
+        if not (
+            steps_fit(self.config, score_list, token_list, parents_list)
+            and score_list[0].device == self.device
+        ):
+            where = "DraftOrganizer.organize_steps"
+            _check_steps(where, self.config, score_list, token_list, parents_list)
+            _checks.require_device(where, "score_list[0]", score_list[0], self.device, "the worker")
         bs = score_list[0].shape[0]
         if self._constants is not None and bs <= self.max_bs:
             return self._fns.chain(self._constants, torch.cat(list(token_list), dim=1))
@@ -123,10 +130,11 @@ class DraftOrganizer:
         ``draft_tokens`` (a chain's structure is fixed); anything else runs the general path.
         """
         where = "DraftOrganizer.build_verify"
-        check_verify_inputs(where, self.config, tree, bonus_tokens, seq_lens, mask_mode)
-        _checks.require_device(
-            where, "tree.top_scores_index", tree.top_scores_index, self.device, "the worker"
-        )
+        if not verify_fits(self.config, tree, bonus_tokens, seq_lens, mask_mode, self.device):
+            check_verify_inputs(where, self.config, tree, bonus_tokens, seq_lens, mask_mode)
+            _checks.require_device(
+                where, "tree.top_scores_index", tree.top_scores_index, self.device, "the worker"
+            )
         total = full_mask_length(where, self.config, seq_lens, mask_mode, seq_lens_sum)
         if self._verify_constants is not None and seq_lens.shape[0] <= self.max_bs:
             return self._fns.chain_verify(
