@@ -14,6 +14,7 @@ from eagle_fn import (
     build_verify_tree,
     is_valid_tree,
     organize_tree,
+    verify_greedy,
 )
 from eagle_fn.profiling import OpCounter
 from helpers import assert_matches
@@ -352,3 +353,104 @@ def test_is_valid_tree_bad_inputs():
                 SPEC_TREE.parent_list, SPEC_TREE.top_scores_index, SPEC_TREE.draft_tokens[:, :3]
             ),
         )
+
+
+# SGLang's own malformed-tree cases, on k=2, S=3, N=5 (candidates 0-1 step 0, 2-5 step 1
+# under slots 1-2, 6-9 step 2 under slots 3-4), seq_len 10. Positions of nodes 0..4, links.
+MALFORMED = DraftConfig(2, 3, 5)
+
+
+@pytest.mark.parametrize(
+    ("parents", "selected", "positions", "next_token", "next_sibling", "valid"),
+    [
+        pytest.param(
+            # Candidates 6, 7 want candidate 2 (slot 3), which is not selected.
+            [-1, 0, 1, 2, 3],
+            [0, 1, 6, 7],
+            [10, 11, 11, 11, 11],
+            [1, -1, -1, -1, -1],
+            [-1, 2, -1, -1, -1],
+            False,
+            id="missing-direct-parent",
+        ),
+        pytest.param(
+            # Candidate 2 wants 0 (missing); 6 and 7 hang under 2: their walks stop at it.
+            [-1, 0, 1, 2, 3],
+            [1, 2, 6, 7],
+            [10, 11, 11, 12, 12],
+            [1, -1, 3, -1, -1],
+            [-1, -1, -1, 4, -1],
+            False,
+            id="missing-ancestor",
+        ),
+        pytest.param(
+            # 6 wants 8 and 8 wants 6: the walks stop after num_steps nodes.
+            [-1, 0, 1, 8, 6],
+            [0, 1, 6, 8],
+            [10, 11, 11, 13, 13],
+            [1, -1, -1, 4, 3],
+            [-1, 2, -1, -1, -1],
+            False,
+            id="cyclic-ancestors",
+        ),
+        pytest.param(
+            # 6 wants itself (slot 3 holds 6), 7 wants 6 too.
+            [-1, 0, 1, 6, 3],
+            [0, 1, 6, 7],
+            [10, 11, 11, 13, 13],
+            [1, -1, -1, 3, -1],
+            [-1, 2, -1, 4, -1],
+            False,
+            id="self-parent",
+        ),
+        pytest.param(
+            # 0 -> 2 -> 6: a well-formed chain at the maximum depth num_steps.
+            [-1, 0, 1, 2, 3],
+            [0, 1, 2, 6],
+            [10, 11, 11, 12, 13],
+            [1, 3, -1, 4, -1],
+            [-1, 2, -1, -1, -1],
+            True,
+            id="maximum-depth-chain",
+        ),
+    ],
+)
+def test_sglang_malformed_cases(parents, selected, positions, next_token, next_sibling, valid):
+    tree = DraftTree(
+        torch.tensor([parents]), torch.tensor([selected]), torch.tensor([[5, 6, 7, 8]])
+    )
+    bonus, seq_lens = torch.tensor([4]), torch.tensor([10])
+    for mode in MaskMode:
+        check_against_reference(MALFORMED, tree, 0, mode)
+    vt = build_verify_tree(MALFORMED, tree, bonus, seq_lens)
+    assert vt.positions.tolist() == positions
+    assert vt.retrieve_next_token.tolist() == [next_token]
+    assert vt.retrieve_next_sibling.tolist() == [next_sibling]
+    assert vt.retrieve_index.tolist() == [[0, 1, 2, 3, 4]]  # set even for unlinked nodes
+    assert is_valid_tree(MALFORMED, tree).tolist() == [valid]
+    # Greedy verification terminates whatever the target says.
+    for target in ([5, 7, 8, 6, 7], [7, 8, 6, 7, 8]):
+        verdict = verify_greedy(MALFORMED, vt, torch.tensor(target))
+        assert verdict.accept_index.shape == (1, 4)
+
+
+def test_parent_lookup_never_crosses_into_the_next_request():
+    # Row 0's candidate 6 wants candidate 4, which row 0 did not select; row 1 starts with 4.
+    # SGLang's kernel scanned one entry past the row and found it there; here the node
+    # stays unlinked and row 1 is laid out exactly as it would be alone.
+    parents = torch.tensor([[-1, 0, 1, 4, 3], [-1, 0, 1, 2, 3]])
+    selected = torch.tensor([[0, 1, 2, 6], [4, 5, 8, 9]])
+    tokens = torch.tensor([[5, 6, 7, 8], [1, 2, 3, 4]])
+    tree = DraftTree(parents, selected, tokens)
+    bonus, seq_lens = torch.tensor([4, 9]), torch.tensor([10, 20])
+    for mode in MaskMode:
+        check_against_reference(MALFORMED, tree, 1, mode)
+    vt = build_verify_tree(MALFORMED, tree, bonus, seq_lens)
+    assert vt.positions[:5].tolist() == [10, 11, 11, 12, 11]
+    assert vt.retrieve_next_token[0].tolist() == [1, 3, -1, -1, -1]
+    alone = build_verify_tree(MALFORMED, DraftTree(*(t[1:] for t in tree)), bonus[1:], seq_lens[1:])
+    assert torch.equal(vt.positions[5:], alone.positions)
+    assert torch.equal(vt.tree_mask[25:], alone.tree_mask)
+    assert torch.equal(vt.retrieve_next_token[1], alone.retrieve_next_token[0])
+    assert torch.equal(vt.retrieve_next_sibling[1], alone.retrieve_next_sibling[0])
+    assert is_valid_tree(MALFORMED, tree).tolist() == [False, False]
