@@ -1,0 +1,76 @@
+"""The DraftOrganizer worker, eager and compiled: shape guard, dispatch and compiled graphs."""
+
+import pytest
+
+import inputs
+from cases import (
+    CHAIN_REPORT,
+    MAX_BS,
+    WORKER_CHAIN,
+    WORKER_TREE,
+    WORKER_TREE_REPORT,
+    Mode,
+    mode_params,
+)
+from eagle_fn import DraftOrganizer
+from measure import record
+
+SWEEP = range(1, MAX_BS + 1)
+
+
+def worker(case, mode):
+    return DraftOrganizer(case.config, max_bs=MAX_BS, device="cpu", compile=mode is Mode.COMPILED)
+
+
+def graphs_of(graph_sweeps, path, organizer, call_at):
+    """The path's compiled graphs over bs 1..MAX_BS (one sweep per config); None when eager."""
+    if not organizer.compiled:
+        return None
+    return graph_sweeps.get((path, organizer.config), call_at, SWEEP)
+
+
+@pytest.mark.parametrize(("mode", "case"), mode_params(WORKER_CHAIN, report=CHAIN_REPORT))
+def test_worker_chain(benchmark, graph_sweeps, mode, case):
+    organizer = worker(case, mode)
+    graphs = graphs_of(
+        graph_sweeps,
+        "worker_chain",
+        organizer,
+        lambda bs: organizer.organize(*inputs.multilayer(bs, case.num_steps)),
+    )
+    topk_p, topk_index = inputs.multilayer(case.bs, case.num_steps)  # [bs, S] each
+    versus = {"baseline": "chain_baseline", "floor": "floor"}
+    record(
+        benchmark,
+        "worker_chain",
+        case,
+        organizer.organize,
+        topk_p,
+        topk_index,
+        mode=mode,
+        compare=versus,
+        graphs=graphs,
+    )
+
+
+@pytest.mark.parametrize(("mode", "case"), mode_params(WORKER_TREE, report=WORKER_TREE_REPORT))
+def test_worker_tree(benchmark, graph_sweeps, mode, case):
+    organizer = worker(case, mode)
+    graphs = graphs_of(
+        graph_sweeps,
+        "worker_tree",
+        organizer,
+        lambda bs: organizer.organize_steps(*inputs.draft_lists(case.config, bs)),
+    )
+    lists = inputs.draft_lists(case.config, case.bs)
+    versus = {"baseline": "tree_baseline"}
+    record(
+        benchmark,
+        "worker_tree",
+        case,
+        organizer.organize_steps,
+        *lists,
+        mode=mode,
+        compare=versus,
+        graphs=graphs,
+    )

@@ -1,0 +1,86 @@
+"""One benchmark record: the timed callable, with its ATen ops and compiled graphs beside it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from typing import Any, NamedTuple
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+from cases import Case, Mode
+from eagle_fn.profiling import OpCounter
+
+
+class GraphCount(NamedTuple):
+    """What compiling one path cost over a batch-size sweep."""
+
+    graphs: int
+    graph_breaks: int
+    sweep: str  # the batch sizes, e.g. "1..256"
+
+
+def count_graphs(call_at: Callable[[int], object], batch_sizes: Iterable[int]) -> GraphCount:
+    """Compiles from scratch, calls ``call_at(bs)`` over the sweep, reads dynamo's counters.
+
+    ``torch._dynamo.reset()`` forgets compiled code but not the counters: clear them too.
+    """
+    sizes = list(batch_sizes)
+    torch._dynamo.reset()
+    counters.clear()
+    for bs in sizes:
+        call_at(bs)
+    graphs = counters["stats"]["unique_graphs"]
+    breaks = sum(counters["graph_break"].values())
+    return GraphCount(graphs, breaks, f"{sizes[0]}..{sizes[-1]}")
+
+
+class GraphSweeps:
+    """The session's graph counts, one sweep per key (a path and its config)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[object, GraphCount] = {}
+
+    def get(
+        self, key: object, call_at: Callable[[int], object], batch_sizes: Iterable[int]
+    ) -> GraphCount:
+        if key not in self._counts:
+            self._counts[key] = count_graphs(call_at, batch_sizes)
+        return self._counts[key]
+
+
+def record(
+    benchmark: Any,
+    path: str,
+    case: Case,
+    fn: Callable[..., object],
+    *args: object,
+    mode: Mode = Mode.EAGER,
+    compare: dict[str, str] | None = None,
+    graphs: GraphCount | None = None,
+) -> object:
+    """Times ``fn(*args)`` as ``path`` on ``case`` and notes the deterministic figures beside it.
+
+    ``benchmark.extra_info`` gets the path, mode, case, thread count, the non-view ATen ops
+    of one untimed call (after a warm-up call, so a compiled path is already compiled), the
+    paths to compare against (``{"baseline": path, "floor": path}``) and the graph counts.
+    """
+    fn(*args)  # warm-up: compiles a compiled path outside the timing
+    with OpCounter() as counter:
+        fn(*args)
+    info = benchmark.extra_info
+    info.update(path=path, mode=mode.value, threads=torch.get_num_threads(), **asdict(case))
+    info.update(ops=counter.total, op_names=dict(counter.ops))
+    if compare:
+        info["compare"] = compare
+    if graphs is not None:
+        info.update(graphs._asdict())
+    return benchmark(fn, *args)
+
+
+def assert_same(actual: tuple[torch.Tensor, ...], expected: tuple[torch.Tensor, ...]) -> None:
+    """A baseline computes what eagle_fn computes: equal fields, dtypes and shapes, exactly."""
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
