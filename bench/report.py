@@ -64,6 +64,7 @@ PATHS = {
 CHAIN_PATHS = ("organize_chain", "worker_chain")  # the paths that must run no ATen op
 CHAIN_VERIFY = "worker_chain_verify_qlen"  # at most 3 ATen ops per call
 COMPILE_VARIANTS = ("inductor_defaults", "eagle_fn", "cpp_wrapper", "eager_backend")
+SYNC_OP = "aten._local_scalar_dense.default"  # a host read of a device scalar
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Row:
     median_us: float
     iqr_us: float
     ops: int
+    op_names: dict[str, int]
     compare: dict[str, str]
     graphs: int | None
     graph_breaks: int | None
@@ -122,6 +124,7 @@ def _row(bench: dict) -> Row:
         median_us=stats["median"] * 1e6,
         iqr_us=stats["iqr"] * 1e6,
         ops=info["ops"],
+        op_names=info.get("op_names", {}),
         compare=info.get("compare", {}),
         graphs=info.get("graphs"),
         graph_breaks=info.get("graph_breaks"),
@@ -276,7 +279,7 @@ def tree_findings(run: Run) -> list[str]:
 
 def compile_findings(run: Run) -> list[str]:
     """What each inductor option does to a compiled call's time, from this run."""
-    lines = []
+    lines, syncs = [], []
     for kind, case, eager_path in (
         ("chain", CHAIN_TARGET, "organize_chain"),
         ("tree", TREE_TARGET, "organize_tree_core"),
@@ -289,16 +292,25 @@ def compile_findings(run: Run) -> list[str]:
         lines.append(
             f"- {kind} ({_case_text(case)}): eager {eager.median_us:.1f} µs; compiled: {cells}."
         )
+        cpp = found["cpp_wrapper"]
+        if cpp and SYNC_OP in cpp.op_names:
+            syncs.append(kind)
     if not lines:
         return []
+    sync_text = (
+        f" Its {' and '.join(syncs)} graphs call `{SYNC_OP}` on every call: a host read of the "
+        "unbacked batch size, a device sync on CUDA, so eagle_fn leaves it off."
+        if syncs
+        else ""
+    )
     return [
         "**Compiled calls on CPU.** A compiled call pays dynamo's frame and guard handling "
         "and inductor's runtime wrapper, tens of µs, against a few µs of eager work: on a CPU "
         "compiled mode only adds time, which is why `EAGLE_FN_COMPILE=auto` stays eager there. "
-        "eagle_fn compiles with `size_asserts` off (the generated code re-checked sizes that "
-        "dynamo's guards already checked); inductor's C++ wrapper was slower and syncs on the "
-        "unbacked batch size, so it stays off. The eager backend shows what inductor's wrapper "
-        "costs, but it gives up codegen, which the tree path needs on CUDA.",
+        "eagle_fn compiles with `size_asserts` off (the generated code re-checked sizes and "
+        "strides that dynamo's guards already check). Inductor's C++ wrapper is listed for "
+        "comparison." + sync_text + " The eager backend skips inductor's wrapper but also its "
+        "fusion, which the tree path needs.",
         "",
         *lines,
     ]

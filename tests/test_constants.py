@@ -128,6 +128,12 @@ def test_check_catches_writes_that_bypass_the_version_counter(fresh_cache):
             ValueError,
             r"device 'gpu' is not a valid device",
         ),
+        pytest.param(
+            {"cfg": DraftConfig.chain(2), "max_bs": 4, "device": "cuda"},
+            ValueError,
+            r"device 'cuda' is not available",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available"),
+        ),
     ],
 )
 def test_bad_arguments(kwargs, error, match):

@@ -49,3 +49,13 @@ def test_speculative_equals_greedy_compiled(monkeypatch):
     for cfg in (DraftConfig.chain(3), DraftConfig(2, 3, 6)):
         generated = speculative_generate(cfg, target, draft, prompts, max_new_tokens=20)
         assert torch.equal(generated.tokens, greedy_generate(target, prompts, 20))
+
+
+def test_zero_new_tokens():
+    target, draft = toy_models(seed=1)
+    prompts = torch.tensor([[1, 2], [3, 4]])
+    assert greedy_generate(target, prompts, 0).shape == (2, 0)
+    generated = speculative_generate(DraftConfig(2, 2, 4), target, draft, prompts, 0)
+    assert generated.tokens.shape == (2, 0)
+    assert generated.accepted.shape == (0, 2)
+    assert generated.mean_accepted == 0.0

@@ -128,8 +128,9 @@ def as_device(where: str, device: object) -> torch.device:
         raise ValueError(f"{where}: device {device!r} is not a valid device: {error}") from None
     if resolved.type == "cpu":
         return torch.device("cpu")
-    if resolved.index is None:
-        # Tensors report "cuda:0", never "cuda": resolve the index the way they do, so that
-        # device comparisons and cache keys agree.
+    # An empty tensor proves the device exists and resolves "cuda" to "cuda:0", as tensors
+    # report it, so that device comparisons and cache keys agree.
+    try:
         return torch.empty(0, device=resolved).device
-    return resolved
+    except (RuntimeError, AssertionError) as error:
+        raise ValueError(f"{where}: device {device!r} is not available: {error}") from None

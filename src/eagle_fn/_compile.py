@@ -72,9 +72,9 @@ def compile_fn(fn: Callable[..., Any], *, enabled: bool, shapes: dict[str, objec
 
 
 # Per-compile inductor options (never the global config). The generated code re-asserts
-# input sizes and strides that dynamo's guards already checked; skipping that cuts a CPU
-# call by 2 µs (chain) to 9 µs (tree). cpp_wrapper was measured too: 10 µs slower per call
-# on CPU, and it syncs on the unbacked batch size. docs/benchmarks.md has the numbers.
+# input sizes and strides that dynamo's guards already checked; skipping that cuts the tree
+# graph's CPU call by ~8 µs. cpp_wrapper was measured too and stays off: its graphs read
+# the unbacked batch size on the host every call. docs/benchmarks.md has the numbers.
 _INDUCTOR_OPTIONS = {"size_asserts": False}
 
 

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from . import _checks
 from .config import DraftConfig
 from .organize import DraftTree
 from .steps import select_top_k
@@ -58,12 +59,13 @@ class Generation(NamedTuple):
 
 def greedy_generate(target: ToyModel, prompts: Tensor, max_new_tokens: int) -> Tensor:
     """Plain greedy decoding of the target: ``prompts [bs, >= 2]`` -> ``[bs, max_new_tokens]``."""
+    _check_generate("greedy_generate", (target,), prompts, max_new_tokens)
     previous, last = prompts[:, -2], prompts[:, -1]
-    out = []
-    for _ in range(max_new_tokens):
+    out = prompts.new_empty(prompts.shape[0], max_new_tokens)
+    for i in range(max_new_tokens):
         previous, last = last, target.logits(previous, last).argmax(-1)
-        out.append(last)
-    return torch.stack(out, dim=1)
+        out[:, i] = last
+    return out
 
 
 def speculative_generate(
@@ -82,6 +84,8 @@ def speculative_generate(
 
     Shapes: ``prompts [bs, >= 2]`` int64 -> ``tokens [bs, max_new_tokens]``.
     """
+    _checks.require_config("speculative_generate", cfg)
+    _check_generate("speculative_generate", (target, draft), prompts, max_new_tokens)
     bs = prompts.shape[0]
     worker = DraftOrganizer(cfg, max_bs=max(bs, 1), device=prompts.device)
     # A round commits up to num_steps + 1 tokens; one more column catches discarded writes.
@@ -100,7 +104,8 @@ def speculative_generate(
         n_new = _append(out, committed, count)  # [bs]
         previous, last = _last_two(committed, n_new, previous, last)
         count, seq_lens = count + n_new, seq_lens + n_new
-    return Generation(out[:, :max_new_tokens], torch.stack(accepted))
+    rounds = torch.stack(accepted) if accepted else prompts.new_empty(0, bs)
+    return Generation(out[:, :max_new_tokens], rounds)
 
 
 def draft_tree(
@@ -174,3 +179,25 @@ def _last_two(
     new_last = torch.where(n_new >= 1, pick(n_new - 1), last)
     new_previous = torch.where(n_new >= 2, pick(n_new - 2), torch.where(n_new == 1, last, previous))
     return new_previous, new_last
+
+
+def _check_generate(
+    where: str, models: tuple[object, ...], prompts: object, max_new_tokens: object
+) -> None:
+    # A demo utility, off any hot path: it may read the prompts' values to check them.
+    for name, model in zip(("target", "draft"), models, strict=False):
+        if not isinstance(model, ToyModel):
+            raise TypeError(f"{where}: {name} must be a ToyModel, got {type(model).__name__}")
+    vocab = models[0].vocab  # type: ignore[attr-defined]
+    if len(models) > 1 and models[1].vocab != vocab:  # type: ignore[attr-defined]
+        raise ValueError(f"{where}: target and draft vocabularies differ")
+    tensor = _checks.require_rank(where, "prompts", prompts, "[bs, context >= 2]", 2)
+    if tensor.shape[1] < 2:
+        raise ValueError(
+            f"{where}: prompts need at least 2 tokens of context, got {tensor.shape[1]}"
+        )
+    _checks.require_index(where, "prompts", tensor, "[bs, context]", tuple(tensor.shape))
+    _checks.require_device(where, "prompts", tensor, models[0].table.device, "the model tables")  # type: ignore[attr-defined]
+    if tensor.numel() and not bool(((tensor >= 0) & (tensor < vocab)).all()):
+        raise ValueError(f"{where}: prompts must hold token ids in [0, {vocab})")
+    _checks.require_int(where, "max_new_tokens", max_new_tokens, 0)

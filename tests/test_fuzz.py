@@ -1,0 +1,165 @@
+"""Fuzz every public entry point: whatever comes in, a result or a ValueError/TypeError comes out."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drafts import draft_lists, multilayer, step_inputs
+from eagle_fn import (
+    DraftConfig,
+    DraftOrganizer,
+    DraftTree,
+    MaskMode,
+    VerifyTree,
+    build_verify_tree,
+    chain_constants,
+    is_valid_tree,
+    organize_chain,
+    organize_multilayer,
+    organize_tree,
+    select_top_k,
+    verify_greedy,
+)
+from eagle_fn.toy import greedy_generate, speculative_generate, toy_models
+
+TREE_CFG, CHAIN_CFG = DraftConfig(2, 2, 4), DraftConfig.chain(2)
+GEN = torch.Generator().manual_seed(0)
+LISTS = draft_lists(TREE_CFG, 2, GEN)
+TREE = organize_tree(TREE_CFG, *LISTS)
+BONUS, SEQ_LENS = torch.tensor([3, 4]), torch.tensor([5, 9])
+VT = build_verify_tree(TREE_CFG, TREE, BONUS, SEQ_LENS)
+TARGET = torch.randint(0, 9, (8,), generator=GEN)
+CONSTANTS = chain_constants(CHAIN_CFG, max_bs=4, device="cpu")
+ML_P, ML_I = multilayer(2, 2, GEN)
+STEP0, STEP1 = step_inputs(TREE_CFG, 0, 2, GEN), step_inputs(TREE_CFG, 1, 2, GEN)
+TOY_TARGET, TOY_DRAFT = toy_models(vocab=8)
+PROMPTS = torch.tensor([[1, 2, 3], [4, 5, 6]])
+DTYPES = [
+    torch.int64,
+    torch.int32,
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bool,
+    torch.uint8,
+]
+
+
+def worker(cfg):
+    return DraftOrganizer(cfg, max_bs=4, device="cpu", compile=False)
+
+
+def tensor_like(base, values):
+    """A tensor with ``base``'s signature and arbitrary values: out-of-range indices, NaN."""
+    if not base.dtype.is_floating_point:  # integers: huge, negative, anything in range
+        values = [int(v) if v == v and abs(v) < 1e6 else -(10**6) for v in values]
+    flat = torch.tensor(
+        values, dtype=torch.float64 if base.dtype.is_floating_point else torch.int64
+    )
+    repeated = flat.repeat(base.numel() // len(values) + 1)[: base.numel()]
+    return repeated.reshape(base.shape).to(base.dtype)
+
+
+@st.composite
+def random_tensors(draw):
+    shape = draw(st.lists(st.integers(0, 4), min_size=0, max_size=3))
+    dtype = draw(st.sampled_from(DTYPES))
+    t = torch.randint(-20, 20, shape).to(dtype)
+    if draw(st.booleans()) and t.dim() == 2:
+        t = t.t()  # non-contiguous
+    if draw(st.integers(0, 9)) == 0 and t.dim() >= 1:
+        t = t.to_sparse()
+    return t
+
+
+JUNK = st.one_of(
+    random_tensors(),
+    st.none(),
+    st.integers(-5, 40),
+    st.floats(allow_nan=True),
+    st.sampled_from(["cpu", "cuda", "cuda:1", "meta", "mps", "", "x", "cpu:0"]),
+    st.booleans(),
+    st.lists(random_tensors(), max_size=3),
+    st.sampled_from(list(MaskMode)),
+)
+VALUES = st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), min_size=1, max_size=8)
+
+
+@st.composite
+def injured(draw, value):
+    """``value`` itself, junk in its place, or a part of it hurt (a list entry, a tree field,
+    the values of a tensor)."""
+    choice = draw(st.integers(0, 5))
+    if choice <= 1:
+        return value
+    if choice == 2:
+        return draw(JUNK)
+    if isinstance(value, torch.Tensor):
+        return tensor_like(value, draw(VALUES))
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and not isinstance(value, (DraftTree, VerifyTree))
+    ):
+        items = list(value)
+        i = draw(st.integers(0, len(items) - 1))
+        items[i] = draw(injured(items[i]))
+        return items if draw(st.booleans()) else items[:-1]
+    if isinstance(value, (DraftTree, VerifyTree)):
+        i = draw(st.integers(0, len(value) - 1))
+        return value._replace(**{value._fields[i]: draw(injured(value[i]))})
+    return draw(JUNK)
+
+
+ENTRY_POINTS = {
+    "DraftConfig": (DraftConfig, [2, 2, 4]),
+    "DraftConfig.chain": (DraftConfig.chain, [3]),
+    "select_top_k step 0": (select_top_k, [TREE_CFG, 0, STEP0[0], STEP0[1], None]),
+    "select_top_k step 1": (select_top_k, [TREE_CFG, 1, *STEP1]),
+    "organize_tree": (organize_tree, [TREE_CFG, *LISTS]),
+    "organize_chain": (organize_chain, [CONSTANTS, ML_I]),
+    "organize_multilayer": (organize_multilayer, [CHAIN_CFG, ML_P, ML_I]),
+    "chain_constants": (
+        lambda c, m, d: chain_constants(c, max_bs=m, device=d),
+        [CHAIN_CFG, 4, "cpu"],
+    ),
+    "DraftOrganizer": (
+        lambda c, m, d: DraftOrganizer(c, max_bs=m, device=d, compile=False),
+        [CHAIN_CFG, 4, "cpu"],
+    ),
+    "DraftOrganizer.organize": (lambda *a: worker(CHAIN_CFG).organize(*a), [ML_P, ML_I]),
+    "DraftOrganizer.organize_steps": (lambda *a: worker(TREE_CFG).organize_steps(*a), list(LISTS)),
+    "DraftOrganizer.build_verify": (
+        lambda t, b, s, m, n: worker(TREE_CFG).build_verify(t, b, s, mask_mode=m, seq_lens_sum=n),
+        [TREE, BONUS, SEQ_LENS, MaskMode.FULL, None],
+    ),
+    "DraftOrganizer.build_verify chain": (
+        lambda t, b, s, m: worker(CHAIN_CFG).build_verify(t, b, s, mask_mode=m),
+        [organize_multilayer(CHAIN_CFG, ML_P, ML_I), BONUS, SEQ_LENS, MaskMode.QLEN],
+    ),
+    "DraftOrganizer.reconfigure": (lambda c: worker(CHAIN_CFG).reconfigure(c), [TREE_CFG]),
+    "build_verify_tree": (
+        lambda c, t, b, s, m, n: build_verify_tree(c, t, b, s, mask_mode=m, seq_lens_sum=n),
+        [TREE_CFG, TREE, BONUS, SEQ_LENS, MaskMode.FULL, 14],
+    ),
+    "is_valid_tree": (is_valid_tree, [TREE_CFG, TREE]),
+    "verify_greedy": (verify_greedy, [TREE_CFG, VT, TARGET]),
+    "greedy_generate": (greedy_generate, [TOY_TARGET, PROMPTS, 3]),
+    "speculative_generate": (speculative_generate, [TREE_CFG, TOY_TARGET, TOY_DRAFT, PROMPTS, 3]),
+}
+
+
+@pytest.mark.parametrize("name", list(ENTRY_POINTS))
+@settings(max_examples=200)
+@given(data=st.data())
+def test_only_clear_errors_come_out(name, data):
+    fn, valid = ENTRY_POINTS[name]
+    args = [data.draw(injured(value), label=f"arg {i}") for i, value in enumerate(valid)]
+    try:
+        fn(*args)
+    except (ValueError, TypeError) as error:
+        message = str(error)
+    else:
+        return
+    assert message, "an error must say what is wrong"
