@@ -163,14 +163,21 @@ def _case_text(case: Case) -> str:
     return f"bs {case.bs}, k {case.topk}, S {case.num_steps}, N {case.num_draft_tokens}"
 
 
+def ratio_target(
+    run: Run, what: str, path: str, reference: str, case: Case, limit: float
+) -> Target:
+    """``path`` at most ``limit`` times ``reference`` on ``case``, both eager, same run."""
+    row, ref = run.find(path, case), run.find(reference, case)
+    if not (row and ref):
+        return _missing(what)
+    ratio = row.median_us / ref.median_us
+    measured = f"{ratio:.2f}x ({row.median_us:.2f} vs {ref.median_us:.2f} µs)"
+    return (what, measured, _status(ratio <= limit))
+
+
 def target_floor(run: Run) -> Target:
     what = f"chain path through the worker <= 2.0x the floor ({_case_text(CHAIN_TARGET)})"
-    worker, floor = run.find("worker_chain", CHAIN_TARGET), run.find("floor", CHAIN_TARGET)
-    if not (worker and floor):
-        return _missing(what)
-    ratio = worker.median_us / floor.median_us
-    measured = f"{ratio:.2f}x ({worker.median_us:.2f} vs {floor.median_us:.2f} µs)"
-    return (what, measured, _status(ratio <= 2.0))
+    return ratio_target(run, what, "worker_chain", "floor", CHAIN_TARGET, 2.0)
 
 
 def target_speedup(run: Run, general: str) -> Target:
@@ -185,30 +192,26 @@ def target_speedup(run: Run, general: str) -> Target:
 
 def target_tree(run: Run) -> Target:
     what = f"`organize_tree` no slower than `tree_baseline` ({_case_text(TREE_TARGET)})"
-    tree, base = run.find("organize_tree", TREE_TARGET), run.find("tree_baseline", TREE_TARGET)
-    if not (tree and base):
+    return ratio_target(run, what, "organize_tree", "tree_baseline", TREE_TARGET, 1.0)
+
+
+def ops_target(run: Run, what: str, paths: tuple[str, ...], limit: int) -> Target:
+    """At most ``limit`` ATen ops per call on every benchmark of ``paths``, all modes."""
+    rows = [row for row in run.rows if row.path in paths]
+    if not rows:
         return _missing(what)
-    ratio = tree.median_us / base.median_us
-    measured = f"{ratio:.2f}x ({tree.median_us:.1f} vs {base.median_us:.1f} µs)"
-    return (what, measured, _status(ratio <= 1.0))
+    most = max(row.ops for row in rows)
+    return (what, f"at most {most} ops/call over {len(rows)} benchmarks", _status(most <= limit))
 
 
 def target_zero_ops(run: Run) -> Target:
     what = "zero ATen ops on the chain organize path (" + ", ".join(CHAIN_PATHS) + ", all modes)"
-    rows = [row for row in run.rows if row.path in CHAIN_PATHS]
-    if not rows:
-        return _missing(what)
-    most = max(row.ops for row in rows)
-    return (what, f"at most {most} ops/call over {len(rows)} benchmarks", _status(most == 0))
+    return ops_target(run, what, CHAIN_PATHS, 0)
 
 
 def target_verify_ops(run: Run) -> Target:
     what = "at most 3 ATen ops on the chain verify build (QLEN), all modes"
-    rows = [row for row in run.rows if row.path == CHAIN_VERIFY]
-    if not rows:
-        return _missing(what)
-    most = max(row.ops for row in rows)
-    return (what, f"at most {most} ops/call over {len(rows)} benchmarks", _status(most <= 3))
+    return ops_target(run, what, (CHAIN_VERIFY,), 3)
 
 
 def targets_graphs(run: Run) -> list[Target]:
