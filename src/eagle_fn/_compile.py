@@ -61,7 +61,8 @@ def compile_fn(fn: Callable[..., Any], *, enabled: bool, shapes: dict[str, objec
     (``isolate_recompiles``), so many configs never exhaust a shared one. No global dynamo
     or inductor setting of the host process is changed.
     """
-    return torch.compile(
+    # torch's typing stubs lack isolate_recompiles, which torch.compile accepts.
+    return torch.compile(  # type: ignore[call-overload]
         fn,
         fullgraph=True,
         shapes_spec=shapes if enabled else None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 _T = TypeVar("_T")
 _lock = threading.Lock()
@@ -23,7 +23,7 @@ def memoized(key: tuple[object, ...], build: Callable[[], _T]) -> _T:
             if value is None:
                 value = build()
                 _cache[key] = value
-    return value  # type: ignore[return-value]
+    return cast(_T, value)
 
 
 def cached_values() -> list[object]:

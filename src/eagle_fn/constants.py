@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -15,11 +16,13 @@ from .config import DraftConfig
 class CachedTensors:
     """Base of the cached constant sets: records each tensor's version to detect writes."""
 
+    _versions: dict[str, int]  # set once in __post_init__; not a dataclass field
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "_versions", self._tensor_versions())
 
     def _tensors(self) -> dict[str, Tensor]:
-        values = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        values = {f.name: getattr(self, f.name) for f in fields(cast(Any, self))}
         return {name: value for name, value in values.items() if isinstance(value, Tensor)}
 
     def _tensor_versions(self) -> dict[str, int]:
@@ -39,7 +42,7 @@ class CachedTensors:
         expected_tensors = self._expected()
         for name, tensor in self._tensors().items():
             expected = expected_tensors[name]
-            if versions[name] != self._versions[name]:  # type: ignore[attr-defined]
+            if versions[name] != self._versions[name]:
                 reason = "was written in place"
             elif tensor.shape != expected.shape or tensor.stride() != expected.stride():
                 reason = f"changed layout to {_checks.show(tensor.shape)}"

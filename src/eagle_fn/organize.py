@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 import torch
 from torch import Tensor
@@ -13,6 +12,9 @@ from . import _checks
 from ._ranking import best_indices_ascending
 from .config import DraftConfig
 from .constants import ChainConstants
+
+# The per-step lists of a draft loop: a list (or tuple) with one tensor per step.
+Tensors: TypeAlias = "list[Tensor] | tuple[Tensor, ...]"
 
 
 class DraftTree(NamedTuple):
@@ -30,9 +32,9 @@ class DraftTree(NamedTuple):
 
 def organize_tree(
     cfg: DraftConfig,
-    score_list: Sequence[Tensor],
-    token_list: Sequence[Tensor],
-    parents_list: Sequence[Tensor],
+    score_list: Tensors,
+    token_list: Tensors,
+    parents_list: Tensors,
 ) -> DraftTree:
     """Selects the ``N - 1`` best candidates of all steps (SPEC §4).
 
@@ -122,9 +124,9 @@ def organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) ->
 
 def _organize_tree(
     cfg: DraftConfig,
-    score_list: Sequence[Tensor],
-    token_list: Sequence[Tensor],
-    parents_list: Sequence[Tensor],
+    score_list: Tensors,
+    token_list: Tensors,
+    parents_list: Tensors,
 ) -> DraftTree:
     scores = torch.cat(score_list, dim=1).flatten(1)  # [bs, num_candidates]
     tokens = torch.cat(token_list, dim=1)  # [bs, num_candidates]
@@ -132,7 +134,7 @@ def _organize_tree(
     return DraftTree(_parent_list(parents_list), top, tokens.gather(1, top))
 
 
-def _parent_list(parents_list: Sequence[Tensor]) -> Tensor:
+def _parent_list(parents_list: Tensors) -> Tensor:
     first = parents_list[0]
     if len(parents_list) == 1:
         # The last step is never expanded, so a one-step draft has no parent table.
@@ -155,10 +157,10 @@ def _organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -
     return _organize_tree(cfg, score_list, token_list, [first, *later])
 
 
-def steps_fit(cfg: object, score_list: object, token_list: object, parents_list: object) -> bool:
+def steps_fit(cfg: Any, score_list: Any, token_list: Any, parents_list: Any) -> bool:
     """Fast, non-raising form of :func:`_check_steps` for the common, valid call."""
     try:
-        first = score_list[0]  # type: ignore[index]
+        first = score_list[0]
         expected = _step_signatures(cfg, first.shape[0], first.dtype, first.device)
         return (
             type(cfg) is DraftConfig
@@ -166,9 +168,9 @@ def steps_fit(cfg: object, score_list: object, token_list: object, parents_list:
             and type(token_list) in _LISTS
             and type(parents_list) in _LISTS
             and first.dtype in _checks.SCORE_DTYPES
-            and [_checks.signature(t) for t in score_list] == expected[0]  # type: ignore[attr-defined]
-            and [_checks.signature(t) for t in token_list] == expected[1]  # type: ignore[attr-defined]
-            and [_checks.signature(t) for t in parents_list] == expected[2]  # type: ignore[attr-defined]
+            and [_checks.signature(t) for t in score_list] == expected[0]
+            and [_checks.signature(t) for t in token_list] == expected[1]
+            and [_checks.signature(t) for t in parents_list] == expected[2]
         )
     except (AttributeError, IndexError, KeyError, TypeError):
         return False
@@ -194,40 +196,40 @@ def _step_signatures(
     )
 
 
-def chain_fits(constants: object, topk_index: object) -> bool:
+def chain_fits(constants: Any, topk_index: Any) -> bool:
     """Fast, non-raising form of :func:`_check_chain`."""
     try:
-        shape = topk_index.shape  # type: ignore[attr-defined]
+        shape = topk_index.shape
         return (
             type(constants) is ChainConstants
             and len(shape) == 2
             and shape[1] == constants.config.num_steps
             and shape[0] <= constants.max_bs
-            and topk_index.dtype is _checks.INT64  # type: ignore[attr-defined]
-            and topk_index.device == constants.parents.device  # type: ignore[attr-defined]
-            and topk_index.layout is _checks.STRIDED  # type: ignore[attr-defined]
+            and topk_index.dtype is _checks.INT64
+            and topk_index.device == constants.parents.device
+            and topk_index.layout is _checks.STRIDED
         )
     except (AttributeError, TypeError):
         return False
 
 
 def layers_fit(
-    num_steps: int, topk_p: object, topk_index: object, device: torch.device | None = None
+    num_steps: int, topk_p: Any, topk_index: Any, device: torch.device | None = None
 ) -> bool:
     """Fast, non-raising form of :func:`_check_multilayer` (and of the device check)."""
     try:
-        shape = topk_index.shape  # type: ignore[attr-defined]
-        index_device = topk_index.device  # type: ignore[attr-defined]
+        shape = topk_index.shape
+        index_device = topk_index.device
         return (
             len(shape) == 2
             and shape[1] == num_steps
-            and topk_index.dtype is _checks.INT64  # type: ignore[attr-defined]
-            and topk_p.shape == shape  # type: ignore[attr-defined]
-            and topk_p.dtype in _checks.SCORE_DTYPES  # type: ignore[attr-defined]
-            and topk_p.device == index_device  # type: ignore[attr-defined]
+            and topk_index.dtype is _checks.INT64
+            and topk_p.shape == shape
+            and topk_p.dtype in _checks.SCORE_DTYPES
+            and topk_p.device == index_device
             and (device is None or index_device == device)
-            and topk_index.layout is _checks.STRIDED  # type: ignore[attr-defined]
-            and topk_p.layout is _checks.STRIDED  # type: ignore[attr-defined]
+            and topk_index.layout is _checks.STRIDED
+            and topk_p.layout is _checks.STRIDED
         )
     except (AttributeError, TypeError):
         return False

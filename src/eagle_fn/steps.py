@@ -115,6 +115,7 @@ def _check_select(
         raise TypeError(f"{where}: step must be an int, got {type(step).__name__}")
     if not 0 <= step < cfg.num_steps:
         raise ValueError(f"{where}: step must be in [0, num_steps = {cfg.num_steps}), got {step}")
+    prev = None
     if step == 0:
         if scores is not None:
             raise ValueError(f"{where}: scores must be None at step 0 (it starts the paths)")
@@ -131,5 +132,5 @@ def _check_select(
     p = _checks.require_scores(where, "topk_p", topk_p, symbolic, shape)
     index = _checks.require_index(where, "topk_index", topk_index, symbolic, shape)
     _checks.require_device(where, "topk_index", index, p.device, "topk_p")
-    if step > 0:
-        _checks.require_device(where, "scores", scores, p.device, "topk_p")  # type: ignore[arg-type]
+    if prev is not None:
+        _checks.require_device(where, "scores", prev, p.device, "topk_p")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -182,14 +182,14 @@ def _last_two(
 
 
 def _check_generate(
-    where: str, models: tuple[object, ...], prompts: object, max_new_tokens: object
+    where: str, models: tuple[Any, ...], prompts: object, max_new_tokens: object
 ) -> None:
     # A demo utility, off any hot path: it may read the prompts' values to check them.
     for name, model in zip(("target", "draft"), models, strict=False):
         if not isinstance(model, ToyModel):
             raise TypeError(f"{where}: {name} must be a ToyModel, got {type(model).__name__}")
-    vocab = models[0].vocab  # type: ignore[attr-defined]
-    if len(models) > 1 and models[1].vocab != vocab:  # type: ignore[attr-defined]
+    vocab = models[0].vocab
+    if len(models) > 1 and models[1].vocab != vocab:
         raise ValueError(f"{where}: target and draft vocabularies differ")
     tensor = _checks.require_rank(where, "prompts", prompts, "[bs, context >= 2]", 2)
     if tensor.shape[1] < 2:
@@ -197,7 +197,7 @@ def _check_generate(
             f"{where}: prompts need at least 2 tokens of context, got {tensor.shape[1]}"
         )
     _checks.require_index(where, "prompts", tensor, "[bs, context]", tuple(tensor.shape))
-    _checks.require_device(where, "prompts", tensor, models[0].table.device, "the model tables")  # type: ignore[attr-defined]
+    _checks.require_device(where, "prompts", tensor, models[0].table.device, "the model tables")
     if tensor.numel() and not bool(((tensor >= 0) & (tensor < vocab)).all()):
         raise ValueError(f"{where}: prompts must hold token ids in [0, {vocab})")
     _checks.require_int(where, "max_new_tokens", max_new_tokens, 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -359,18 +359,18 @@ def full_mask_length(
 
 
 def verify_fits(
-    cfg: object,
-    tree: object,
-    bonus_tokens: object,
-    seq_lens: object,
-    mode: object,
+    cfg: Any,
+    tree: Any,
+    bonus_tokens: Any,
+    seq_lens: Any,
+    mode: Any,
     device: torch.device | None = None,
 ) -> bool:
     """Fast, non-raising form of :func:`check_verify_inputs` (and of the device check)."""
     try:
-        top = tree.top_scores_index  # type: ignore[attr-defined]
+        top = tree.top_scores_index
         bs, dev = top.shape[0], top.device
-        n = cfg.num_draft_tokens  # type: ignore[attr-defined]
+        n = cfg.num_draft_tokens
         nodes = torch.Size((bs, n - 1))
         rows = (torch.Size((bs,)), _checks.INT64, dev, _checks.STRIDED)
         return (
@@ -379,11 +379,11 @@ def verify_fits(
             and type(mode) is MaskMode
             and (mode is not MaskMode.BITPACKED or n <= 32)
             and _checks.signature(top) == (nodes, _checks.INT64, dev, _checks.STRIDED)
-            and _checks.signature(tree.draft_tokens) == (nodes, _checks.INT64, dev, _checks.STRIDED)  # type: ignore[attr-defined]
-            and tree.parent_list.shape == (bs, cfg.parent_width)  # type: ignore[attr-defined]
-            and _checks.signature(tree.parent_list)[1:] == (_checks.INT64, dev, _checks.STRIDED)  # type: ignore[attr-defined]
-            and _checks.signature(bonus_tokens) == rows  # type: ignore[arg-type]
-            and _checks.signature(seq_lens) == rows  # type: ignore[arg-type]
+            and _checks.signature(tree.draft_tokens) == (nodes, _checks.INT64, dev, _checks.STRIDED)
+            and tree.parent_list.shape == (bs, cfg.parent_width)
+            and _checks.signature(tree.parent_list)[1:] == (_checks.INT64, dev, _checks.STRIDED)
+            and _checks.signature(bonus_tokens) == rows
+            and _checks.signature(seq_lens) == rows
             and (device is None or dev == device)
         )
     except (AttributeError, IndexError, TypeError):

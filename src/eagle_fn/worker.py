@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 from torch import Tensor
 
 from . import _checks, _compile
 from .config import DraftConfig
 from .constants import ChainConstants, chain_constants
-from .organize import DraftTree, _check_multilayer, _check_steps, layers_fit, steps_fit
+from .organize import (
+    DraftTree,
+    Tensors,
+    _check_multilayer,
+    _check_steps,
+    layers_fit,
+    steps_fit,
+)
 from .verify_tree import (
     ChainVerifyConstants,
     MaskMode,
@@ -93,9 +98,9 @@ class DraftOrganizer:
 
     def organize_steps(
         self,
-        score_list: Sequence[Tensor],
-        token_list: Sequence[Tensor],
-        parents_list: Sequence[Tensor],
+        score_list: Tensors,
+        token_list: Tensors,
+        parents_list: Tensors,
     ) -> DraftTree:
         """Organizes the per-step lists of a draft loop (SPEC §3-4).
 
