@@ -57,3 +57,16 @@ def test_build_verify_tree(benchmark, case, mask):
     args = verify_inputs(case, organizer)
     build = partial(build_verify_tree, case.config, mask_mode=mask)
     record(benchmark, f"verify_tree_{mask.value}", case, build, *args)
+
+
+@pytest.mark.parametrize(
+    ("mode", "case"),
+    mode_params({Mode.EAGER: VERIFY_TREE, Mode.COMPILED: [TREE_TARGET]}, report=[TREE_TARGET]),
+)
+def test_worker_tree_verify(benchmark, mode, case):
+    # The general build is tens of small ops: the one path where compiling pays off on a CPU.
+    organizer = DraftOrganizer(
+        case.config, max_bs=MAX_BS, device="cpu", compile=mode is Mode.COMPILED
+    )
+    args = verify_inputs(case, organizer)
+    record(benchmark, "worker_tree_verify_qlen", case, organizer.build_verify, *args, mode=mode)

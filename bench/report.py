@@ -47,6 +47,7 @@ PATHS = {
     "worker_chain_verify_qlen": "`DraftOrganizer.build_verify(..., mask_mode=QLEN)` on a chain: "
     "cached constants, only positions and the token layout computed",
     "worker_chain_verify_bitpacked": "the same with `mask_mode=BITPACKED`",
+    "worker_tree_verify_qlen": "`DraftOrganizer.build_verify(...)` on a tree config (QLEN)",
     "verify_tree_qlen": "`build_verify_tree(..., mask_mode=QLEN)`: the general path",
     "verify_tree_bitpacked": "`build_verify_tree(..., mask_mode=BITPACKED)`: the general path",
     "compiled_chain_inductor_defaults": "the chain graph compiled with inductor's defaults",
@@ -308,12 +309,30 @@ def compile_findings(run: Run) -> list[str]:
         if syncs
         else ""
     )
+    worker_lines = []
+    for path, case in (
+        ("worker_chain", CHAIN_TARGET),
+        ("worker_tree", TREE_TARGET),
+        ("worker_tree_verify_qlen", TREE_TARGET),
+    ):
+        eager, compiled = run.find(path, case), run.find(path, case, Mode.COMPILED)
+        if eager and compiled:
+            worker_lines.append(
+                f"- `{path}` ({_case_text(case)}): eager {eager.median_us:.1f} µs "
+                f"({eager.ops} ATen ops), compiled {compiled.median_us:.1f} µs."
+            )
     return [
         "**Compiled calls on CPU.** A compiled call pays dynamo's frame and guard handling "
-        "and inductor's runtime wrapper, tens of µs, against a few µs of eager work: on a CPU "
-        "compiled mode only adds time, which is why `EAGLE_FN_COMPILE=auto` stays eager there. "
-        "eagle_fn compiles with `size_asserts` off (the generated code re-checked sizes and "
-        "strides that dynamo's guards already check). Inductor's C++ wrapper is listed for "
+        "and inductor's runtime wrapper, tens of µs per call. Where the eager work is a few "
+        "ops (the organize paths) that only adds time; where it is tens of small ops (the "
+        "general verify build) fusion wins even on a CPU:",
+        "",
+        *worker_lines,
+        "",
+        "`EAGLE_FN_COMPILE=auto` compiles on CUDA only, where launches cost most; on a CPU, "
+        "`EAGLE_FN_COMPILE=1` pays off when general verify builds dominate. eagle_fn "
+        "compiles with `size_asserts` off (the generated code re-checked sizes and strides "
+        "that dynamo's guards already check). Inductor's C++ wrapper is listed for "
         "comparison." + sync_text + " The eager backend skips inductor's wrapper but also its "
         "fusion, which the tree path needs.",
         "",

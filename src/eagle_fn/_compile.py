@@ -38,8 +38,9 @@ def mode_from_env() -> CompileMode:
 def resolve(compile: object, device: torch.device) -> bool:
     """Whether to compile: the ``compile=`` argument if given, else the environment variable.
 
-    ``auto`` compiles only on CUDA: on a CPU a compiled call's fixed overhead exceeds the
-    microseconds of eager work these functions do (docs/benchmarks.md has the numbers).
+    ``auto`` compiles only on CUDA. On a CPU a compiled call's fixed overhead exceeds the few
+    eager ops of the organize paths, though not the general verify build's tens
+    (docs/benchmarks.md has the numbers).
     """
     if compile is not None:
         if not isinstance(compile, bool):
