@@ -116,7 +116,7 @@ class DraftOrganizer:
             _checks.require_device(where, "score_list[0]", score_list[0], self.device, "the worker")
         bs = score_list[0].shape[0]
         if self._constants is not None and bs <= self.max_bs:
-            return self._fns.chain(self._constants, torch.cat(list(token_list), dim=1))
+            return self._fns.chain(self._constants, torch.cat(token_list, dim=1))
         return self._fns.tree(self.config, score_list, token_list, parents_list)
 
     def build_verify(
