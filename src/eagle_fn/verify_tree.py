@@ -136,7 +136,7 @@ class ChainVerifyConstants(CachedTensors):
     next_token: Tensor  # [max_bs, N] node + 1, -1 for the last node
     next_sibling: Tensor  # [max_bs, N] all -1: a chain has no siblings
     visible: Tensor  # [max_bs, N, N] lower triangle: a node sees itself and every earlier node
-    bitpacked: Tensor  # [max_bs * N] 2**(t + 1) - 1 (empty when N > 32)
+    bitpacked: Tensor  # [max_bs * N] visible, bit-packed: 2**(t + 1) - 1 (empty when N > 32)
     depth: Tensor  # [N] position offsets 0..N-1
 
     def _expected(self) -> dict[str, Tensor]:
@@ -157,14 +157,14 @@ def _chain_verify_tensors(cfg: DraftConfig, max_bs: int, device: torch.device) -
     n = cfg.num_draft_tokens
     node = torch.arange(n, device=device)  # [N]
     next_token = torch.where(node + 1 < n, node + 1, -1)  # [N]
-    visible = node.unsqueeze(1) >= node  # [N, N]
-    packed = (1 << (node + 1)) - 1 if n <= 32 else node[:0]  # [N]
+    visible = (node.unsqueeze(1) >= node).repeat(max_bs, 1, 1)  # [max_bs, N, N]
     return {
         "retrieve_index": torch.arange(max_bs * n, device=device).view(max_bs, n),
         "next_token": next_token.repeat(max_bs, 1),
         "next_sibling": torch.full((max_bs, n), -1, device=device),
-        "visible": visible.repeat(max_bs, 1, 1),
-        "bitpacked": packed.repeat(max_bs).to(bitpacked_dtype(min(n, 32))),
+        "visible": visible,
+        # BITPACKED holds at most 32 nodes; wider chains keep an empty placeholder.
+        "bitpacked": bitpack(visible) if n <= 32 else node[:0],
         "depth": node,
     }
 
@@ -179,13 +179,10 @@ def _build_chain_verify(
 ) -> VerifyTree:
     bs = draft_tokens.shape[0]
     n = constants.depth.shape[0]
-    visible = constants.visible[:bs]  # [bs, N, N]
     if mask_mode is MaskMode.BITPACKED:
-        mask = constants.bitpacked[: bs * n]  # [bs * N]
-    elif mask_mode is MaskMode.QLEN:
-        mask = visible.flatten()  # [bs * N * N], a view
+        mask = constants.bitpacked[: bs * n]  # [bs * N], cached
     else:
-        mask = full_mask(visible, seq_lens, total)
+        mask = layout_mask(constants.visible[:bs], seq_lens, mask_mode, total)
     return VerifyTree(
         draft_tokens=verify_tokens(bonus_tokens, draft_tokens),
         positions=(seq_lens.unsqueeze(1) + constants.depth).flatten(),  # [bs * N]
