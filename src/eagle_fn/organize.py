@@ -159,12 +159,13 @@ def _organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -
 
 def steps_fit(cfg: Any, score_list: Any, token_list: Any, parents_list: Any) -> bool:
     """Fast, non-raising form of :func:`_check_steps` for the common, valid call."""
+    if type(cfg) is not DraftConfig:  # before cfg keys the signature cache
+        return False
     try:
         first = score_list[0]
         expected = _step_signatures(cfg, first.shape[0], first.dtype, first.device)
         return (
-            type(cfg) is DraftConfig
-            and type(score_list) in _LISTS
+            type(score_list) in _LISTS
             and type(token_list) in _LISTS
             and type(parents_list) in _LISTS
             and first.dtype in _checks.SCORE_DTYPES
