@@ -8,15 +8,16 @@ import torch
 import inputs
 from cases import CHAIN, CHAIN_REPORT, MAX_BS, TREE_SWEEP, TREE_TARGET, Mode, mode_params, params
 from eagle_fn import DraftOrganizer, MaskMode, build_verify_tree
-from measure import record
+from measure import graphs_of, record
 
 MASKS = [MaskMode.QLEN, MaskMode.BITPACKED]
 MASK_IDS = [mode.value for mode in MASKS]
 VERIFY_TREE = [case for case in TREE_SWEEP if case.bs in (1, 8, 32, 256)]
 
 
-def verify_inputs(case, organizer):
-    """A tree organized by ``organizer``, bonus tokens and sequence lengths: built once."""
+def verify_inputs(case):
+    """An organized tree, bonus tokens and sequence lengths for ``case``, built eagerly."""
+    organizer = DraftOrganizer(case.config, max_bs=MAX_BS, device="cpu", compile=False)
     if case.topk == 1:
         tree = organizer.organize(*inputs.multilayer(case.bs, case.num_steps))
     else:
@@ -32,29 +33,24 @@ def verify_inputs(case, organizer):
     ("mode", "case"),
     mode_params({Mode.EAGER: CHAIN, Mode.COMPILED: CHAIN_REPORT}, report=CHAIN_REPORT),
 )
-def test_worker_chain_verify(benchmark, mode, case, mask):
+def test_worker_chain_verify(benchmark, graph_sweeps, mode, case, mask):
     organizer = DraftOrganizer(
         case.config, max_bs=MAX_BS, device="cpu", compile=mode is Mode.COMPILED
     )
-    args = verify_inputs(case, organizer)
-    versus = {"baseline": f"verify_tree_{mask.value}"}
+    path = f"worker_chain_verify_{mask.value}"
     build = partial(organizer.build_verify, mask_mode=mask)
-    record(
-        benchmark,
-        f"worker_chain_verify_{mask.value}",
-        case,
-        build,
-        *args,
-        mode=mode,
-        compare=versus,
+    graphs = graphs_of(
+        graph_sweeps, path, organizer, lambda bs: build(*verify_inputs(case.at_bs(bs)))
     )
+    versus = {"baseline": f"verify_tree_{mask.value}"}
+    args = verify_inputs(case)
+    record(benchmark, path, case, build, *args, mode=mode, compare=versus, graphs=graphs)
 
 
 @pytest.mark.parametrize("mask", MASKS, ids=MASK_IDS)
 @pytest.mark.parametrize("case", params(CHAIN + VERIFY_TREE, report=[*CHAIN_REPORT, TREE_TARGET]))
 def test_build_verify_tree(benchmark, case, mask):
-    organizer = DraftOrganizer(case.config, max_bs=MAX_BS, device="cpu", compile=False)
-    args = verify_inputs(case, organizer)
+    args = verify_inputs(case)
     build = partial(build_verify_tree, case.config, mask_mode=mask)
     record(benchmark, f"verify_tree_{mask.value}", case, build, *args)
 
@@ -63,10 +59,14 @@ def test_build_verify_tree(benchmark, case, mask):
     ("mode", "case"),
     mode_params({Mode.EAGER: VERIFY_TREE, Mode.COMPILED: [TREE_TARGET]}, report=[TREE_TARGET]),
 )
-def test_worker_tree_verify(benchmark, mode, case):
+def test_worker_tree_verify(benchmark, graph_sweeps, mode, case):
     # The general build is tens of small ops: the one path where compiling pays off on a CPU.
     organizer = DraftOrganizer(
         case.config, max_bs=MAX_BS, device="cpu", compile=mode is Mode.COMPILED
     )
-    args = verify_inputs(case, organizer)
-    record(benchmark, "worker_tree_verify_qlen", case, organizer.build_verify, *args, mode=mode)
+    path = "worker_tree_verify_qlen"
+    build = organizer.build_verify
+    graphs = graphs_of(
+        graph_sweeps, path, organizer, lambda bs: build(*verify_inputs(case.at_bs(bs)))
+    )
+    record(benchmark, path, case, build, *verify_inputs(case), mode=mode, graphs=graphs)

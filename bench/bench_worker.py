@@ -13,20 +13,11 @@ from cases import (
     mode_params,
 )
 from eagle_fn import DraftOrganizer
-from measure import record
-
-SWEEP = range(1, MAX_BS + 1)
+from measure import graphs_of, record
 
 
 def worker(case, mode):
     return DraftOrganizer(case.config, max_bs=MAX_BS, device="cpu", compile=mode is Mode.COMPILED)
-
-
-def graphs_of(graph_sweeps, path, organizer, call_at):
-    """The path's compiled graphs over bs 1..MAX_BS (one sweep per config); None when eager."""
-    if not organizer.compiled:
-        return None
-    return graph_sweeps.get((path, organizer.config), call_at, SWEEP)
 
 
 @pytest.mark.parametrize(("mode", "case"), mode_params(WORKER_CHAIN, report=CHAIN_REPORT))

@@ -10,7 +10,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from cases import Case, Mode
+from cases import MAX_BS, Case, Mode
 from eagle_fn.profiling import OpCounter
 
 
@@ -49,6 +49,16 @@ class GraphSweeps:
         if key not in self._counts:
             self._counts[key] = count_graphs(call_at, batch_sizes)
         return self._counts[key]
+
+
+def graphs_of(
+    graph_sweeps: GraphSweeps, path: str, organizer: Any, call_at: Callable[[int], object]
+) -> GraphCount | None:
+    """A compiled worker path's graphs over bs 1..MAX_BS (one sweep per path and config);
+    None when the worker is eager."""
+    if not organizer.compiled:
+        return None
+    return graph_sweeps.get((path, organizer.config), call_at, range(1, MAX_BS + 1))
 
 
 def record(
