@@ -6,6 +6,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
+from eagle_fn.contracts import as_device
+
 # CI: reproducible examples, no deadline (the first call of a torch op can be slow).
 settings.register_profile(
     "ci",
@@ -28,7 +30,8 @@ DEVICES = [
 
 @pytest.fixture(params=DEVICES)
 def device(request):
-    return torch.device(request.param)
+    # As the library resolves it ("cuda" -> "cuda:0"), which is what its tensors report.
+    return as_device("tests", request.param)
 
 
 @pytest.fixture(autouse=True)

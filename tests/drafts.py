@@ -1,6 +1,7 @@
 """Test inputs shaped like a draft model's output, with optional exact ties and NaN."""
 
 import torch
+from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig, select_top_k
 
@@ -73,3 +74,13 @@ def configs():
         DraftConfig(8, 8, 64),
         DraftConfig(3, 5, 2),
     ]
+
+
+@st.composite
+def draft_configs(draw):
+    """Any valid config: chains, and trees with any N from 2 to num_candidates + 1."""
+    topk, num_steps = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    if topk == 1:
+        return DraftConfig.chain(num_steps)
+    cands = topk + (num_steps - 1) * topk**2
+    return DraftConfig(topk, num_steps, draw(st.integers(2, cands + 1)))

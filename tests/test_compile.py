@@ -11,18 +11,18 @@ from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
     MaskMode,
-    _compile,
     build_verify_tree,
     is_valid_tree,
     organize_multilayer,
     organize_tree,
-    verify,
     verify_greedy,
-    verify_tree,
 )
+from eagle_fn._compile import batch_shapes, compile_fn
+from eagle_fn.layout import IS_VALID_TREE, valid_tree_core
 from eagle_fn.profiling import OpCounter
+from eagle_fn.verify import VERIFY_GREEDY, greedy_core
 from helpers import assert_trees_equal
-from test_verify import agreeing_target
+from trees import agreeing_target
 
 pytestmark = pytest.mark.compiled
 MAX_BS = 8
@@ -49,7 +49,7 @@ def assert_no_graph_breaks():
 def test_chain_paths_compile_once_over_the_batch_sweep(compiled_env, device):
     cfg = DraftConfig.chain(5)
     w = DraftOrganizer(cfg, max_bs=MAX_BS, device=device)
-    assert w.compiled
+    assert w.compiled == {"chain", "chain_steps", "multilayer", "tree", "chain_verify", "verify"}
     gen = torch.Generator().manual_seed(0)
     for bs in [3, *range(MAX_BS + 1)]:  # bs 0 and 1 included: no specialization
         topk_p, topk_index = multilayer(5, bs, gen, device)
@@ -114,31 +114,13 @@ def test_build_verify_compiles_once_per_mask_mode(compiled_env, cfg):
     assert_no_graph_breaks()
 
 
-def batch_first(rank):
-    return _compile._batch_first(_compile.ShapeVar("bs"), rank)
-
-
 def test_greedy_verification_and_validity_compile_as_full_graphs(compiled_env):
     cfg = DraftConfig(4, 3, 8)
-    greedy = _compile.compile_fn(
-        verify._verify_greedy,
-        enabled=True,
-        shapes={
-            name: batch_first(rank)
-            for name, rank in [
-                ("draft_tokens", 1),
-                ("retrieve_index", 2),
-                ("next_token", 2),
-                ("next_sibling", 2),
-                ("target", 1),
-            ]
-        },
-    )
-    valid = _compile.compile_fn(
-        verify_tree._is_valid_tree,
-        enabled=True,
-        shapes={"parent_list": batch_first(2), "top_scores_index": batch_first(2)},
-    )
+    # The contracts' batch dims, as the worker derives them for its own paths.
+    shapes = VERIFY_GREEDY.batch_shapes(cfg)
+    greedy = compile_fn(greedy_core, enabled=True, shapes=batch_shapes(greedy_core, shapes))
+    shapes = IS_VALID_TREE.batch_shapes(cfg)
+    valid = compile_fn(valid_tree_core, enabled=True, shapes=batch_shapes(valid_tree_core, shapes))
     gen = torch.Generator().manual_seed(4)
     for bs in [3, 0, 1, 2, 7]:
         tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, "nan"))

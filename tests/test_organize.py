@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference
-from drafts import KINDS, configs, draft_lists, multilayer, probs, tokens
+from drafts import KINDS, configs, draft_configs, draft_lists, multilayer, probs, tokens
 from eagle_fn import (
     DraftConfig,
     DraftTree,
@@ -166,15 +166,6 @@ def test_matches_reference_table(cfg, kind, bs):
     gen = torch.Generator().manual_seed(bs + 100 * cfg.topk)
     check_organize(cfg, draft_lists(cfg, bs, gen, kind))
     check_organize(cfg, random_lists(cfg, bs, gen, kind))
-
-
-@st.composite
-def draft_configs(draw):
-    topk, num_steps = draw(st.integers(1, 8)), draw(st.integers(1, 8))
-    if topk == 1:
-        return DraftConfig.chain(num_steps)
-    cands = topk + (num_steps - 1) * topk**2
-    return DraftConfig(topk, num_steps, draw(st.integers(2, cands + 1)))
 
 
 @given(

@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference
-from drafts import KINDS, draft_lists
+from drafts import KINDS, draft_configs, draft_lists
 from eagle_fn import (
     DraftConfig,
     DraftTree,
@@ -16,8 +16,7 @@ from eagle_fn import (
     verify_greedy,
 )
 from helpers import assert_matches
-from test_organize import draft_configs
-from test_verify_tree import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE, malformed_tree
+from trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE, agreeing_target, malformed_tree
 
 I64 = torch.int64
 
@@ -84,24 +83,6 @@ def test_target_predict_as_matrix_or_flat():
     )
     for a, b in zip(flat, matrix, strict=True):
         assert torch.equal(a, b)
-
-
-def agreeing_target(vt, gen, agree=0.8):
-    """Target predictions that usually name a child of each node (often a later sibling),
-    so that greedy walks go deep and take every branch."""
-    bs, n = vt.retrieve_index.shape
-    tokens = vt.draft_tokens.tolist()
-    first, sibling = vt.retrieve_next_token.tolist(), vt.retrieve_next_sibling.tolist()
-    target = torch.randint(0, 1000, (bs * n,), generator=gen).tolist()
-    for b in range(bs):
-        for node in range(n):
-            child = first[b][node]
-            if child < 0 or torch.rand(1, generator=gen).item() > agree:
-                continue
-            while sibling[b][child] >= 0 and torch.rand(1, generator=gen).item() < 0.4:
-                child = sibling[b][child]
-            target[b * n + node] = tokens[b * n + child]
-    return torch.tensor(target, dtype=I64)
 
 
 def check_against_reference(cfg, vt, target):

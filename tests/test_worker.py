@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 import torch
 
@@ -6,6 +8,7 @@ from drafts import draft_lists, multilayer
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
+    MaxBatchWarning,
     chain_constants,
     organize_multilayer,
     organize_tree,
@@ -24,7 +27,7 @@ def test_attributes():
     assert w.config == DraftConfig.chain(3)
     assert w.max_bs == 4
     assert w.device == torch.device("cpu")
-    assert w.compiled is False
+    assert w.compiled == set()
 
 
 @pytest.mark.parametrize("num_steps", [1, 3, 8])
@@ -44,7 +47,7 @@ def test_chain_within_max_bs_takes_the_fast_path(num_steps, bs):
 def test_chain_beyond_max_bs_takes_the_general_path(num_steps, bs):
     w = worker(DraftConfig.chain(num_steps))
     topk_p, topk_index = multilayer(num_steps, bs, torch.Generator().manual_seed(bs))
-    with OpCounter() as counter:
+    with OpCounter() as counter, pytest.warns(MaxBatchWarning):
         tree = w.organize(topk_p, topk_index)
     assert counter.total > 0
     assert tree.draft_tokens is not topk_index
@@ -59,7 +62,8 @@ def test_organize_steps_on_a_chain(bs):
     cfg = DraftConfig.chain(5)
     lists = draft_lists(cfg, bs, torch.Generator().manual_seed(bs))
     w = worker(cfg)
-    with OpCounter() as counter:
+    with OpCounter() as counter, warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaxBatchWarning)
         tree = w.organize_steps(*lists)
     # Within max_bs only the tokens are concatenated; beyond it organize_tree runs.
     assert (counter.total == 1) is (bs <= 8)
@@ -89,22 +93,25 @@ def test_reconfigure_never_rebinds_constants():
     assert other.organize(torch.rand(2, 3), idx3).parent_list.data_ptr() == ptr3
 
 
+ALL_PATHS = {"chain", "chain_steps", "multilayer", "tree", "chain_verify", "verify"}
+
+
 @pytest.mark.parametrize(
     ("env", "compile", "expected"),
     [
-        (None, None, False),  # unset = auto: eager on a CPU device
-        ("auto", None, False),
-        ("0", None, False),
-        ("1", None, True),
-        ("1", False, False),  # the argument overrides the environment
-        ("0", True, True),
+        (None, None, {"verify"}),  # unset = auto: on a CPU only the general verify build
+        ("auto", None, {"verify"}),
+        ("0", None, set()),
+        ("1", None, ALL_PATHS),
+        ("1", False, set()),  # the argument overrides the environment
+        ("0", True, ALL_PATHS),
     ],
 )
 def test_compile_mode(monkeypatch, env, compile, expected):
     if env is not None:
         monkeypatch.setenv("EAGLE_FN_COMPILE", env)
     w = DraftOrganizer(DraftConfig.chain(2), max_bs=2, device="cpu", compile=compile)
-    assert w.compiled is expected
+    assert w.compiled == expected
 
 
 @pytest.mark.parametrize("value", ["yes", "true", "2", "", "AUTO "])
@@ -181,3 +188,31 @@ CHAIN = DraftConfig.chain(3)
 def test_bad_inputs(build, error, match):
     with pytest.raises(error, match=match):
         build()
+
+
+def test_a_batch_above_max_bs_warns_once_per_worker():
+    cfg = DraftConfig.chain(3)
+    w = worker(cfg, max_bs=4)
+    big = multilayer(3, 6, torch.Generator().manual_seed(0))
+    zeros = torch.zeros(6, dtype=torch.int64)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        w.organize(*big)
+        w.build_verify(w.organize(*big), zeros, zeros)
+    assert [type(s.message) for s in seen] == [MaxBatchWarning]
+    assert "bs = 6 exceeds max_bs = 4" in str(seen[0].message)
+    assert "max_bs >= 6" in str(seen[0].message)
+    assert issubclass(MaxBatchWarning, UserWarning)
+    with pytest.warns(MaxBatchWarning):  # another worker warns again
+        worker(cfg, max_bs=4).organize(*big)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # within max_bs: silent
+        w.organize(*multilayer(3, 4, torch.Generator().manual_seed(1)))
+
+
+def test_tree_configs_never_warn():
+    cfg = DraftConfig(4, 3, 8)
+    lists = draft_lists(cfg, 12, torch.Generator().manual_seed(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        worker(cfg, max_bs=4).organize_steps(*lists)

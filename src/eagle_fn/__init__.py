@@ -1,12 +1,16 @@
-"""eagle_fn: EAGLE speculative-decoding draft organization as pure PyTorch functions."""
+"""eagle_fn: EAGLE speculative-decoding draft organization and verification as PyTorch functions."""
 
+from ._memo import check_constants
+from .chain import ChainConstants, chain_constants, organize_chain
 from .config import DraftConfig
-from .constants import ChainConstants, chain_constants, check_constants
-from .organize import DraftTree, organize_chain, organize_multilayer, organize_tree
-from .steps import DraftStep, select_top_k
-from .verify import GreedyVerdict, verify_greedy
-from .verify_tree import MaskMode, VerifyTree, build_verify_tree, is_valid_tree
-from .worker import DraftOrganizer
+from .layout import build_verify_tree, is_valid_tree
+from .organize import organize_multilayer, organize_tree
+from .selection import select_top_k
+from .types import DraftStep, DraftTree, GreedyVerdict, MaskMode, VerifyTree
+from .verify import verify_greedy
+from .worker import DraftOrganizer, MaxBatchWarning
+
+__version__ = "0.2.0"
 
 __all__ = [
     "ChainConstants",
@@ -16,7 +20,9 @@ __all__ = [
     "DraftTree",
     "GreedyVerdict",
     "MaskMode",
+    "MaxBatchWarning",
     "VerifyTree",
+    "__version__",
     "build_verify_tree",
     "chain_constants",
     "check_constants",

@@ -1,14 +1,17 @@
-"""The demo, ``python -m eagle_fn``: organize drafts, decode speculatively, show path costs."""
+"""The demo and CLI, ``python -m eagle_fn``: organize drafts, decode speculatively, show costs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import argparse
+from collections.abc import Callable, Sequence
 
 import torch
 
+import eagle_fn
 from eagle_fn import DraftConfig, DraftOrganizer, DraftTree, build_verify_tree, organize_multilayer
-from eagle_fn.profiling import count_ops, time_us
-from eagle_fn.toy import draft_tree, greedy_generate, speculative_generate, toy_models
+from eagle_fn.contracts import as_device
+from eagle_fn.profiling import count_kernels, count_ops, time_us
+from eagle_fn.toy import ToyModel, draft_tree, greedy_generate, speculative_generate, toy_models
 
 BS = 8
 
@@ -19,23 +22,31 @@ def show(title: str, tree: DraftTree, rows: int = 2) -> None:
         print(f"  {name:17s} {list(tensor.shape)!s:9s} {tensor[:rows].tolist()}")
 
 
-def chain_demo() -> None:
-    """SPEC §7's chain: a multi-layer draft proposes one token per step."""
-    worker = DraftOrganizer(DraftConfig.chain(3), max_bs=BS, device="cpu")
-    topk_index = torch.tensor([[11, 0, 6], [5, 10, 3]])
-    tree = worker.organize(torch.tensor([[0.9, 0.6, 0.7], [0.8, 0.5, 0.9]]), topk_index)
-    show("chain draft, topk=1, num_steps=3: organized from cached constants", tree)
+def models_on(device: torch.device) -> tuple[ToyModel, ToyModel]:
+    target, draft = toy_models()
+    return ToyModel(target.table.to(device)), ToyModel(draft.table.to(device))
 
 
-def tree_demo() -> None:
+def chain_demo(device: torch.device) -> None:
+    """docs/semantics.md §7's chain: a multi-layer draft proposes one token per step."""
+    worker = DraftOrganizer(DraftConfig.chain(3), max_bs=BS, device=device)
+    topk_index = torch.tensor([[11, 0, 6], [5, 10, 3]], device=device)
+    topk_p = torch.tensor([[0.9, 0.6, 0.7], [0.8, 0.5, 0.9]], device=device)
+    show(
+        "chain draft, topk=1, num_steps=3: organized from cached constants",
+        worker.organize(topk_p, topk_index),
+    )
+
+
+def tree_demo(device: torch.device) -> None:
     """A tree drafted by the toy draft model, organized and laid out for verification."""
     cfg = DraftConfig(topk=4, num_steps=3, num_draft_tokens=8)
-    worker = DraftOrganizer(cfg, max_bs=BS, device="cpu")
-    _, draft = toy_models()
-    previous, last = torch.tensor([3, 17]), torch.tensor([5, 9])
+    worker = DraftOrganizer(cfg, max_bs=BS, device=device)
+    _, draft = models_on(device)
+    previous, last = torch.tensor([3, 17], device=device), torch.tensor([5, 9], device=device)
     tree = draft_tree(cfg, worker, draft, previous, last)
     show("\ntree draft, topk=4, num_steps=3, num_draft_tokens=8", tree)
-    vt = worker.build_verify(tree, bonus_tokens=last, seq_lens=torch.tensor([12, 30]))
+    vt = worker.build_verify(tree, last, torch.tensor([12, 30], device=device))
     print("  verify tree of request 0 (node 0 is the bonus token):")
     for name, values in (
         ("positions", vt.positions[: cfg.num_draft_tokens]),
@@ -45,10 +56,11 @@ def tree_demo() -> None:
         print(f"    {name:21s} {values.tolist()}")
 
 
-def speculative_demo() -> None:
+def speculative_demo(device: torch.device) -> None:
     """Speculative decoding of a toy target must emit exactly its greedy decoding."""
-    target, draft = toy_models()
-    prompts = torch.randint(0, target.vocab, (BS, 3), generator=torch.Generator().manual_seed(0))
+    target, draft = models_on(device)
+    gen = torch.Generator().manual_seed(0)
+    prompts = torch.randint(0, target.vocab, (BS, 3), generator=gen).to(device)
     greedy = greedy_generate(target, prompts, 64)
     print(f"\nspeculative decoding, toy target/draft pair, bs={BS}, 64 new tokens each")
     print(f"  {'config':40s} {'mean accepted':>13s} {'rounds':>6s}  output")
@@ -59,48 +71,76 @@ def speculative_demo() -> None:
         print(f"  {name:40s} {run.mean_accepted:13.2f} {run.accepted.shape[0]:6d}  {same}")
 
 
-def cost_table() -> None:
-    """µs/call and ATen ops/call of each path at bs 8."""
+def cost_table(device: torch.device) -> None:
+    """µs/call and ATen ops/call of each path at bs 8 (and CUDA kernels/call on CUDA)."""
     chain = DraftConfig.chain(5)
-    worker = DraftOrganizer(chain, max_bs=BS, device="cpu")
+    worker = DraftOrganizer(chain, max_bs=BS, device=device)
     gen = torch.Generator().manual_seed(1)
-    topk_p = torch.rand(BS, 5, generator=gen)
-    topk_index = torch.randint(0, 32000, (BS, 5), generator=gen)
+    topk_p = torch.rand(BS, 5, generator=gen).to(device)
+    topk_index = torch.randint(0, 32000, (BS, 5), generator=gen).to(device)
     chain_tree = worker.organize(topk_p, topk_index)
-    bonus, seq_lens = torch.zeros(BS, dtype=torch.int64), torch.full((BS,), 100)
-
+    bonus = torch.zeros(BS, dtype=torch.int64, device=device)
+    seq_lens = torch.full((BS,), 100, device=device)
     tree_cfg = DraftConfig(topk=4, num_steps=4, num_draft_tokens=16)
-    tree_worker = DraftOrganizer(tree_cfg, max_bs=BS, device="cpu")
-    _, draft = toy_models()
-    lasts = torch.randint(0, draft.vocab, (2, BS), generator=gen)
+    tree_worker = DraftOrganizer(tree_cfg, max_bs=BS, device=device)
+    _, draft = models_on(device)
+    lasts = torch.randint(0, draft.vocab, (2, BS), generator=gen).to(device)
     tree = draft_tree(tree_cfg, tree_worker, draft, lasts[0], lasts[1])
-
     rows: list[tuple[str, Callable[..., object], tuple[object, ...]]] = [
         ("organize chain S=5, fast path", worker.organize, (topk_p, topk_index)),
         ("organize chain S=5, general path", organize_multilayer, (chain, topk_p, topk_index)),
         ("build_verify chain, fast path", worker.build_verify, (chain_tree, bonus, seq_lens)),
-        (
-            "build_verify chain, general path",
-            build_verify_tree,
-            (chain, chain_tree, bonus, seq_lens),
-        ),
+        ("build_verify chain, general", build_verify_tree, (chain, chain_tree, bonus, seq_lens)),
         ("build_verify tree k=4 S=4 N=16", tree_worker.build_verify, (tree, bonus, seq_lens)),
     ]
-    mode = "compiled" if worker.compiled else "eager"
+    cuda = device.type == "cuda"
+    compiled = ", ".join(sorted(tree_worker.compiled)) or "none"
+    print(f"\ncost per call, bs={BS}, on {device}, torch {torch.__version__}")
+    print(f"  compiled paths of the tree worker: {compiled} (EAGLE_FN_COMPILE)")
     print(
-        f"\ncost per call, bs={BS}, {mode} (EAGLE_FN_COMPILE=1 compiles), "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+        f"  {'path':34s} {'us/call':>9s} {'ATen ops/call':>14s}" + (" kernels/call" if cuda else "")
     )
-    print(f"  {'path':34s} {'us/call':>9s} {'ATen ops/call':>14s}")
     for name, fn, args in rows:
-        print(f"  {name:34s} {time_us(fn, *args):9.1f} {count_ops(fn, *args):14d}")
+        kernels = f" {count_kernels(fn, *args):12d}" if cuda else ""
+        print(f"  {name:34s} {time_us(fn, *args):9.1f} {count_ops(fn, *args):14d}{kernels}")
 
 
-def main() -> None:
-    chain_demo()
-    tree_demo()
-    speculative_demo()
-    cost_table()
+SECTIONS: dict[str, Callable[[torch.device], None]] = {
+    "chain": chain_demo,
+    "tree": tree_demo,
+    "speculative": speculative_demo,
+    "costs": cost_table,
+}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m eagle_fn",
+        description="Demo of eagle_fn: EAGLE draft organization and verification in PyTorch.",
+        epilog="EAGLE_FN_COMPILE (0, 1, auto) and EAGLE_FN_BACKEND (torch, triton, auto) apply.",
+    )
+    parser.add_argument("--version", action="version", version=f"eagle_fn {eagle_fn.__version__}")
+    parser.add_argument(
+        "--device", default="cpu", help="where to run, e.g. cpu or cuda (default cpu)"
+    )
+    parser.add_argument(
+        "sections",
+        nargs="*",
+        choices=list(SECTIONS),
+        metavar="SECTION",
+        help=f"what to show, any of {', '.join(SECTIONS)} (default: all)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    try:
+        device = as_device("python -m eagle_fn", args.device)
+    except (TypeError, ValueError) as error:
+        raise SystemExit(f"error: {error}") from None
+    for name in args.sections or SECTIONS:
+        SECTIONS[name](device)
 
 
 if __name__ == "__main__":

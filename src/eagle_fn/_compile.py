@@ -1,28 +1,39 @@
-"""The one place that calls torch.compile: mode selection, options and the dynamic batch."""
+"""Compilation: which paths compile, the one call of torch.compile, and the dynamic batch."""
 
 from __future__ import annotations
 
 import enum
+import importlib
+import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import torch
 from torch.fx.experimental.dynamic_spec import IntVar, SeqSpec, ShapeVar, TensorSpec
 
-from . import organize, verify_tree
+from ._backend import Backend
 from ._memo import memoized
 from .config import DraftConfig
+from .contracts import Contract
 
 ENV_VAR = "EAGLE_FN_COMPILE"
 
 
 class CompileMode(enum.Enum):
-    """Values of ``EAGLE_FN_COMPILE``: ``0`` eager, ``1`` compiled, ``auto`` compiled on CUDA."""
+    """Values of ``EAGLE_FN_COMPILE``: ``0`` eager, ``1`` compiled, ``auto`` by measurement."""
 
     EAGER = "0"
     COMPILED = "1"
     AUTO = "auto"
+
+
+# What `auto` compiles, per device type: the paths whose compiled call measured faster than
+# eager there (docs/performance.md has the figures and their sources). On a CPU only the
+# general verify build (84 small ops) gains; on CUDA the tree organize gains under CUDA-graph
+# replay, the chain paths run no kernel (compiling adds only guard cost), and the general
+# verify build is left eager: inductor failed to compile it with a dynamic batch on torch 2.11.
+AUTO_COMPILED = {"cpu": frozenset({"verify"}), "cuda": frozenset({"tree"})}
 
 
 def mode_from_env() -> CompileMode:
@@ -35,21 +46,16 @@ def mode_from_env() -> CompileMode:
         raise ValueError(f"{ENV_VAR} must be one of {allowed} or unset, got {raw!r}") from None
 
 
-def resolve(compile: object, device: torch.device) -> bool:
-    """Whether to compile: the ``compile=`` argument if given, else the environment variable.
-
-    ``auto`` compiles only on CUDA. On a CPU a compiled call's fixed overhead exceeds the few
-    eager ops of the organize paths, though not the general verify build's tens
-    (docs/benchmarks.md has the numbers).
-    """
+def compiled_paths(compile: object, device: torch.device, paths: frozenset[str]) -> frozenset[str]:
+    """The paths to compile: all or none for ``compile=True/False``, else by the variable."""
     if compile is not None:
         if not isinstance(compile, bool):
             raise TypeError(f"compile must be a bool or None, got {type(compile).__name__}")
-        return compile
+        return paths if compile else frozenset()
     mode = mode_from_env()
     if mode is CompileMode.AUTO:
-        return device.type == "cuda"
-    return mode is CompileMode.COMPILED
+        return paths & AUTO_COMPILED.get(device.type, frozenset())
+    return paths if mode is CompileMode.COMPILED else frozenset()
 
 
 def compile_fn(fn: Callable[..., Any], *, enabled: bool, shapes: dict[str, object]) -> Any:
@@ -62,13 +68,14 @@ def compile_fn(fn: Callable[..., Any], *, enabled: bool, shapes: dict[str, objec
     (``isolate_recompiles``), so many configs never exhaust a shared one. No global dynamo
     or inductor setting of the host process is changed.
     """
+    if not enabled:
+        return fn
     # torch's typing stubs lack isolate_recompiles, which torch.compile accepts.
     return torch.compile(  # type: ignore[call-overload]
         fn,
         fullgraph=True,
-        shapes_spec=shapes if enabled else None,
+        shapes_spec=shapes,
         isolate_recompiles=True,
-        disable=not enabled,
         options=_INDUCTOR_OPTIONS,
     )
 
@@ -80,72 +87,68 @@ def compile_fn(fn: Callable[..., Any], *, enabled: bool, shapes: dict[str, objec
 _INDUCTOR_OPTIONS = {"size_asserts": False}
 
 
-def _batch_first(bs: ShapeVar, rank: int) -> TensorSpec:
-    return TensorSpec([bs, *([None] * (rank - 1))])
+def batch_shapes(
+    fn: Callable[..., Any],
+    shapes: dict[str, str | tuple[str, ...]],
+    *,
+    max_bs: int | None = None,
+    ints: tuple[str, ...] = (),
+) -> dict[str, object]:
+    """Compile specs for ``fn``'s parameters from contract shapes (``"[bs, topk]"``): dim 0
+    is unbacked, one size per expression (``bs``, at most ``max_bs`` when given; ``bs * N``),
+    the other dims static; each name in ``ints`` is an unbacked int."""
+    sizes: dict[str, ShapeVar] = {}
+
+    def spec(shape: str) -> TensorSpec:
+        dims = shape.strip("[] ").split(",")
+        first = dims[0].strip()
+        if first not in sizes:
+            bound = max_bs if first == "bs" else None
+            sizes[first] = ShapeVar("_".join(first.replace("*", " ").split()), max=bound)
+        return TensorSpec([sizes[first], *([None] * (len(dims) - 1))])
+
+    params = inspect.signature(fn).parameters
+    specs: dict[str, object] = {
+        name: SeqSpec([spec(s) for s in shape]) if isinstance(shape, tuple) else spec(shape)
+        for name, shape in shapes.items()
+        if name in params
+    }
+    specs.update({name: IntVar(name, min=0) for name in ints})
+    return specs
 
 
-class Paths(NamedTuple):
-    """The functions behind a worker's paths for one config, compiled or eager."""
+class Path(NamedTuple):
+    """One of a worker's paths: its torch function and what compiling it needs."""
 
-    chain: Callable[..., organize.DraftTree]  # (constants, topk_index)
-    multilayer: Callable[..., organize.DraftTree]  # (cfg, topk_p, topk_index)
-    tree: Callable[..., organize.DraftTree]  # (cfg, score_list, token_list, parents_list)
-    chain_verify: Callable[..., verify_tree.VerifyTree]  # (constants, draft_tokens, ...)
-    verify: Callable[..., verify_tree.VerifyTree]  # (cfg, parent_list, ..., mask_mode, total)
-
-
-def paths(cfg: DraftConfig, max_bs: int, *, enabled: bool) -> Paths:
-    """The (shared, memoized) functions of ``cfg``: each compiles once, on first use."""
-    return memoized(("paths", cfg, max_bs, enabled), lambda: _paths(cfg, max_bs, enabled))
+    torch_fn: Callable[..., Any]
+    contract: Contract  # the dims named bs are the dynamic batch
+    chain: bool = False  # slices cached constants: its batch is at most max_bs
+    ints: tuple[str, ...] = ()  # int parameters that vary per call (unbacked)
+    kernel: str | None = None  # its eagle_fn.kernels counterpart, if any
 
 
-def _paths(cfg: DraftConfig, max_bs: int, enabled: bool) -> Paths:
-    # The chain graphs slice constants of max_bs rows, so their batch is bounded by max_bs.
-    chain_bs = ShapeVar("bs", max=max_bs)
-    bs = ShapeVar("bs")
-    # The FULL mask's length: unbacked too, so new sequence lengths never recompile.
-    total = IntVar("total", min=0)
-    steps = range(cfg.num_steps)
-    verify_rows = {"bonus_tokens": _batch_first(bs, 1), "seq_lens": _batch_first(bs, 1)}
-    return Paths(
-        chain=compile_fn(
-            organize._organize_chain,
-            enabled=enabled,
-            shapes={"topk_index": _batch_first(chain_bs, 2)},
-        ),
-        multilayer=compile_fn(
-            organize._organize_multilayer,
-            enabled=enabled,
-            shapes={"topk_p": _batch_first(bs, 2), "topk_index": _batch_first(bs, 2)},
-        ),
-        tree=compile_fn(
-            organize._organize_tree,
-            enabled=enabled,
-            shapes={
-                "score_list": SeqSpec([_batch_first(bs, 3) for _ in steps]),
-                "token_list": SeqSpec([_batch_first(bs, 2) for _ in steps]),
-                "parents_list": SeqSpec([_batch_first(bs, 2) for _ in steps]),
-            },
-        ),
-        chain_verify=compile_fn(
-            verify_tree._build_chain_verify,
-            enabled=enabled,
-            shapes={
-                "draft_tokens": _batch_first(chain_bs, 2),
-                "bonus_tokens": _batch_first(chain_bs, 1),
-                "seq_lens": _batch_first(chain_bs, 1),
-                "total": total,
-            },
-        ),
-        verify=compile_fn(
-            verify_tree._build_verify_tree,
-            enabled=enabled,
-            shapes={
-                "parent_list": _batch_first(bs, 2),
-                "top_scores_index": _batch_first(bs, 2),
-                "draft_tokens": _batch_first(bs, 2),
-                **verify_rows,
-                "total": total,
-            },
-        ),
+def path_functions(
+    paths: Mapping[str, Path],
+    cfg: DraftConfig,
+    max_bs: int,
+    compiled: frozenset[str],
+    backend: Backend,
+) -> dict[str, Callable[..., Any]]:
+    """Each path's function for ``cfg``: the backend's, compiled where ``compiled`` names it.
+    Memoized, so workers sharing a config share graphs; each compiles on first use."""
+    key = ("paths", cfg, max_bs, compiled, backend, tuple(paths))
+    return memoized(
+        key,
+        lambda: {n: _function(p, n in compiled, cfg, max_bs, backend) for n, p in paths.items()},
     )
+
+
+def _function(
+    path: Path, enabled: bool, cfg: DraftConfig, max_bs: int, backend: Backend
+) -> Callable[..., Any]:
+    fn = path.torch_fn
+    if backend is Backend.TRITON and path.kernel is not None:
+        fn = getattr(importlib.import_module("eagle_fn.kernels"), path.kernel)
+    bound = max_bs if path.chain else None
+    shapes = batch_shapes(fn, path.contract.batch_shapes(cfg), max_bs=bound, ints=path.ints)
+    return compile_fn(fn, enabled=enabled, shapes=shapes)

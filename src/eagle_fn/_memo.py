@@ -1,10 +1,16 @@
-"""The process-wide memo: same key, same object, built once even under concurrent first use."""
+"""The process-wide memo of cached device tensors: same key, same objects, built once."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeVar, cast
+from dataclasses import fields
+from typing import Any, TypeVar, cast
+
+import torch
+from torch import Tensor
+
+from .contracts import show
 
 _T = TypeVar("_T")
 _lock = threading.Lock()
@@ -29,3 +35,57 @@ def memoized(key: tuple[object, ...], build: Callable[[], _T]) -> _T:
 def cached_values() -> list[object]:
     with _lock:
         return list(_cache.values())
+
+
+def check_constants() -> None:
+    """Runs :meth:`CachedTensors.check` on every cached constant set (a debugging aid).
+
+    Example:
+        >>> check_constants()  # silent while no cached constant was modified
+    """
+    for value in cached_values():
+        if isinstance(value, CachedTensors):
+            value.check()
+
+
+class CachedTensors:
+    """Base of the cached constant sets: records each tensor's version to detect writes."""
+
+    _versions: dict[str, int]  # set once in __post_init__; not a dataclass field
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_versions", self._tensor_versions())
+
+    def _tensors(self) -> dict[str, Tensor]:
+        values = {f.name: getattr(self, f.name) for f in fields(cast(Any, self))}
+        return {name: value for name, value in values.items() if isinstance(value, Tensor)}
+
+    def _tensor_versions(self) -> dict[str, int]:
+        return {name: t._version for name, t in self._tensors().items()}
+
+    def _expected(self) -> dict[str, Tensor]:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Raises ``RuntimeError`` if any cached tensor was modified since it was built.
+
+        A debugging aid, not for the hot path: it compares every value against a fresh build
+        (a host sync on CUDA). In-place writes through torch, also through a returned view,
+        are caught by their version counter; writes by raw-pointer kernels by the values.
+        """
+        versions = self._tensor_versions()
+        expected_tensors = self._expected()
+        for name, tensor in self._tensors().items():
+            expected = expected_tensors[name]
+            if versions[name] != self._versions[name]:
+                reason = "was written in place"
+            elif tensor.shape != expected.shape or tensor.stride() != expected.stride():
+                reason = f"changed layout to {show(tensor.shape)}"
+            elif not torch.equal(tensor, expected):
+                reason = "holds different values"
+            else:
+                continue
+            raise RuntimeError(
+                f"{type(self).__name__}.{name} {reason}: cached constants are shared and must "
+                f"be treated as read-only"
+            )

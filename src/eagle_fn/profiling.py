@@ -9,6 +9,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import torch
+from torch.autograd import DeviceType
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -57,6 +59,19 @@ def count_ops(fn: Callable[..., object], /, *args: object, **kwargs: object) -> 
     with OpCounter() as counter:
         fn(*args, **kwargs)
     return counter.total
+
+
+def count_kernels(fn: Callable[..., object], /, *args: object, **kwargs: object) -> int:
+    """CUDA kernels launched by one call ``fn(*args, **kwargs)``, from ``torch.profiler``.
+
+    Call it after a warm-up call: a first call may compile or allocate.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args, **kwargs)
+        torch.cuda.synchronize()
+    return sum(1 for event in prof.events() if event.device_type == DeviceType.CUDA)
 
 
 def time_us(

@@ -8,12 +8,11 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from . import _checks
+from . import contracts as _checks
 from .config import DraftConfig
-from .organize import DraftTree
-from .steps import select_top_k
+from .selection import select_top_k
+from .types import DraftTree, VerifyTree
 from .verify import verify_greedy
-from .verify_tree import VerifyTree
 from .worker import DraftOrganizer
 
 
@@ -191,13 +190,17 @@ def _check_generate(
     vocab = models[0].vocab
     if len(models) > 1 and models[1].vocab != vocab:
         raise ValueError(f"{where}: target and draft vocabularies differ")
-    tensor = _checks.require_rank(where, "prompts", prompts, "[bs, context >= 2]", 2)
-    if tensor.shape[1] < 2:
+    tensor = _checks.require_tensor(where, "prompts", prompts)
+    if tensor.dim() != 2 or tensor.shape[1] < 2:
         raise ValueError(
-            f"{where}: prompts need at least 2 tokens of context, got {tensor.shape[1]}"
+            f"{where}: prompts must have shape [bs, context >= 2], got {_checks.show(tensor.shape)}"
         )
-    _checks.require_index(where, "prompts", tensor, "[bs, context]", tuple(tensor.shape))
-    _checks.require_device(where, "prompts", tensor, models[0].table.device, "the model tables")
+    if tensor.dtype != torch.int64:
+        raise TypeError(f"{where}: prompts must be an int64 tensor, got {tensor.dtype}")
+    if tensor.device != models[0].table.device:
+        raise ValueError(
+            f"{where}: prompts is on {tensor.device}, the models on {models[0].table.device}"
+        )
     if tensor.numel() and not bool(((tensor >= 0) & (tensor < vocab)).all()):
         raise ValueError(f"{where}: prompts must hold token ids in [0, {vocab})")
     _checks.require_int(where, "max_new_tokens", max_new_tokens, 0)

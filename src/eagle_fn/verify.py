@@ -3,28 +3,31 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from . import _checks
 from .config import DraftConfig
-from .verify_tree import VerifyTree
+from .contracts import Arg, contract, fields
+from .types import GreedyVerdict, VerifyTree
 
-
-class GreedyVerdict(NamedTuple):
-    """What greedy verification accepted and which tokens to commit."""
-
-    accept_index: Tensor  # [bs, num_steps + 1] flat nodes row * N + node, root first, -1 padded
-    num_accepted: Tensor  # [bs] accepted draft tokens (the root not counted)
-    predicts: Tensor  # [bs * N] the target's token at every accepted node, 0 elsewhere
+VERIFY_GREEDY = contract(
+    "verify_greedy",
+    verify_tree=fields(
+        VerifyTree,
+        retrieve_index=Arg("[bs, N]"),
+        retrieve_next_token=Arg("[bs, N]"),
+        retrieve_next_sibling=Arg("[bs, N]"),
+        draft_tokens=Arg("[bs * N]"),
+    ),
+    target_predict=Arg("[bs * N] or [bs, N]"),
+)
 
 
 def verify_greedy(
     cfg: DraftConfig, verify_tree: VerifyTree, target_predict: Tensor
 ) -> GreedyVerdict:
-    """Accepts the longest draft path the target model's greedy choices agree with (SPEC §8).
+    """Accepts the longest draft path the target agrees with greedily (docs/semantics.md §8).
 
     From the root, each level accepts the first child (in ``retrieve_next_token`` /
     ``retrieve_next_sibling`` order) whose token equals the target's argmax at the last
@@ -54,25 +57,33 @@ def verify_greedy(
         >>> verdict.accept_index.tolist(), verdict.num_accepted.tolist(), verdict.predicts.tolist()
         ([[0, 1, -1]], [1], [7, 8, 0])
     """
-    target = _check_verify("verify_greedy", cfg, verify_tree, target_predict)
-    return _verify_greedy(
+    if not VERIFY_GREEDY.fits(cfg, verify_tree, target_predict):
+        VERIFY_GREEDY.check(cfg, verify_tree, target_predict)
+    vt = verify_tree
+    bs_n = vt.draft_tokens.shape[0]
+    return greedy_core(
         cfg,
-        verify_tree.draft_tokens,
-        verify_tree.retrieve_index,
-        verify_tree.retrieve_next_token,
-        verify_tree.retrieve_next_sibling,
-        target,
+        vt.draft_tokens,
+        vt.retrieve_index,
+        vt.retrieve_next_token,
+        vt.retrieve_next_sibling,
+        target_predict.reshape(bs_n),  # [bs * N]
     )
 
 
-def _verify_greedy(
+def greedy_core(
     cfg: DraftConfig,
     draft_tokens: Tensor,
     retrieve_index: Tensor,
-    next_token: Tensor,
-    next_sibling: Tensor,
-    target: Tensor,
+    retrieve_next_token: Tensor,
+    retrieve_next_sibling: Tensor,
+    target_predict: Tensor,
 ) -> GreedyVerdict:
+    """:func:`verify_greedy` without its checks; ``target_predict`` is flat, ``[bs * N]``.
+
+    Parameters are named as the contract names the fields, so compiled specs line up.
+    """
+    next_token, next_sibling, target = retrieve_next_token, retrieve_next_sibling, target_predict
     bs, n = retrieve_index.shape
     flat = bs * n
     tokens = draft_tokens.view(bs, n)  # [bs, N]
@@ -121,37 +132,3 @@ def commit(accept_index: Tensor, target: Tensor) -> Tensor:
     padded = torch.cat([target, target.new_zeros(1)])  # [bs * N + 1] slot flat discards
     predicts = target.new_zeros(flat + 1)
     return predicts.index_put((slot.flatten(),), padded[slot.flatten()])[:flat]
-
-
-def _check_verify(where: str, cfg: object, vt: object, target_predict: object) -> Tensor:
-    cfg = _checks.require_config(where, cfg)
-    if not isinstance(vt, VerifyTree):
-        raise TypeError(f"{where}: verify_tree must be a VerifyTree, got {type(vt).__name__}")
-    n = cfg.num_draft_tokens
-    index = _checks.require_rank(
-        where, "verify_tree.retrieve_index", vt.retrieve_index, "[bs, N]", 2
-    )
-    bs, device = index.shape[0], index.device
-    for name in ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"):
-        tensor = _checks.require_index(
-            where, f"verify_tree.{name}", getattr(vt, name), "[bs, N]", (bs, n)
-        )
-        _checks.require_device(
-            where, f"verify_tree.{name}", tensor, device, "verify_tree.retrieve_index"
-        )
-    tokens = _checks.require_index(
-        where, "verify_tree.draft_tokens", vt.draft_tokens, "[bs * N]", (bs * n,)
-    )
-    _checks.require_device(
-        where, "verify_tree.draft_tokens", tokens, device, "verify_tree.retrieve_index"
-    )
-    target = _checks.require_tensor(where, "target_predict", target_predict)
-    if target.shape not in ((bs * n,), (bs, n)):
-        raise ValueError(
-            f"{where}: target_predict must have shape [bs * N] = [{bs * n}] or [bs, N] = "
-            f"[{bs}, {n}], got {_checks.show(target.shape)}"
-        )
-    if target.dtype != torch.int64:
-        raise TypeError(f"{where}: target_predict must be an int64 tensor, got {target.dtype}")
-    _checks.require_device(where, "target_predict", target, device, "verify_tree.retrieve_index")
-    return target.reshape(bs * n)

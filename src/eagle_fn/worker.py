@@ -1,45 +1,58 @@
-"""DraftOrganizer: holds a config, its constants and callables, and picks a path by shape."""
+"""DraftOrganizer: a config, its constants and a table of paths; one guard picks the path."""
 
 from __future__ import annotations
+
+import warnings
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from . import _checks, _compile
-from .config import DraftConfig
-from .constants import ChainConstants, chain_constants
-from .organize import (
-    DraftTree,
-    Tensors,
-    _check_multilayer,
-    _check_steps,
-    layers_fit,
-    steps_fit,
-)
-from .verify_tree import (
-    ChainVerifyConstants,
-    MaskMode,
-    VerifyTree,
+from ._backend import resolve_backend
+from ._compile import Path, compiled_paths, path_functions
+from .chain import (
+    CHAIN,
+    chain_constants,
+    chain_core,
+    chain_steps_core,
     chain_verify_constants,
-    check_verify_inputs,
-    full_mask_length,
-    verify_fits,
+    chain_verify_core,
 )
+from .config import DraftConfig
+from .contracts import as_device, require_config, require_int
+from .layout import BUILD_VERIFY, check_verify, full_mask_length, verify_core
+from .organize import MULTILAYER, ORGANIZE_TREE, check_multilayer, multilayer_core, tree_core
+from .types import DraftTree, MaskMode, Tensors, VerifyTree
+
+# Each path: its torch function, the contract giving its batch dims, whether it is a chain
+# path (it takes cached constants; batch <= max_bs), and the kernels' function, if any.
+PATHS = {
+    "chain": Path(chain_core, CHAIN, chain=True),
+    "chain_steps": Path(chain_steps_core, ORGANIZE_TREE, chain=True),
+    "multilayer": Path(multilayer_core, MULTILAYER),
+    "tree": Path(tree_core, ORGANIZE_TREE, kernel="tree_core"),
+    "chain_verify": Path(chain_verify_core, BUILD_VERIFY, chain=True, ints=("total",)),
+    "verify": Path(verify_core, BUILD_VERIFY, ints=("total",), kernel="verify_core"),
+}
+
+
+class MaxBatchWarning(UserWarning):
+    """A chain worker got a batch above its ``max_bs`` and took the general path."""
 
 
 class DraftOrganizer:
     """The thin stateful front of eagle_fn for a serving engine's draft loop.
 
-    Holds the config, the chain constants and the (compiled or eager) organize functions,
-    and takes the zero-computation chain path when the config is a chain and the batch fits
-    ``max_bs``; otherwise the general path, which gives identical values.
+    Holds the config, the chain constants and each path's function (compiled or eager, torch
+    or Triton), and takes the zero-computation chain path when the config is a chain and the
+    batch fits ``max_bs``; otherwise the general path, which gives identical values.
 
     Args:
         cfg: the draft configuration.
         max_bs: the largest batch the chain constants serve, ``>= 1``.
         device: where the constants live: a ``torch.device`` or a string such as ``"cpu"``.
-        compile: ``True``/``False`` to force compiled/eager functions; ``None`` reads
-            ``EAGLE_FN_COMPILE`` now (``0``, ``1``, or unset/``auto`` = compiled on CUDA).
+        compile: ``True``/``False`` compiles every/no path; ``None`` reads ``EAGLE_FN_COMPILE``.
+        backend: ``"torch"``, ``"triton"`` or ``"auto"``; ``None`` reads ``EAGLE_FN_BACKEND``.
 
     Example:
         >>> worker = DraftOrganizer(DraftConfig.chain(3), max_bs=8, device="cpu", compile=False)
@@ -48,11 +61,6 @@ class DraftOrganizer:
         ([[-1, 0, 1], [-1, 0, 1]], [[11, 0, 6], [5, 10, 3]])
     """
 
-    config: DraftConfig
-    max_bs: int
-    device: torch.device
-    compiled: bool
-
     def __init__(
         self,
         cfg: DraftConfig,
@@ -60,64 +68,43 @@ class DraftOrganizer:
         max_bs: int,
         device: torch.device | str,
         compile: bool | None = None,
+        backend: str | None = None,
     ) -> None:
-        where = "DraftOrganizer"
-        _checks.require_config(where, cfg)
-        self.max_bs = _checks.require_int(where, "max_bs", max_bs, 1)
-        self.device = _checks.as_device(where, device)
-        self.compiled = _compile.resolve(compile, self.device)
+        require_config("DraftOrganizer", cfg)
+        self.max_bs = require_int("DraftOrganizer", "max_bs", max_bs, 1)
+        self.device = as_device("DraftOrganizer", device)
+        self.compiled = compiled_paths(compile, self.device, frozenset(PATHS))
+        self.backend = resolve_backend(backend, self.device)
+        self._warned = False
         self.reconfigure(cfg)
 
     def reconfigure(self, cfg: DraftConfig) -> None:
-        """Switches to ``cfg``; constants and compiled functions come from the shared caches."""
-        self.config = _checks.require_config("DraftOrganizer.reconfigure", cfg)
-        self._constants: ChainConstants | None = None
-        self._verify_constants: ChainVerifyConstants | None = None
-        if cfg.is_chain:
-            self._constants = chain_constants(cfg, max_bs=self.max_bs, device=self.device)
-            self._verify_constants = chain_verify_constants(
-                cfg, max_bs=self.max_bs, device=self.device
-            )
-        self._fns = _compile.paths(cfg, self.max_bs, enabled=self.compiled)
-        # The multi-layer layout has num_steps columns; only chains accept it.
-        self._layer_width = cfg.num_steps if cfg.is_chain else -1
+        """Switches to ``cfg``; constants and functions come from the shared caches."""
+        self.config = require_config("DraftOrganizer.reconfigure", cfg)
+        self._fns = path_functions(PATHS, cfg, self.max_bs, self.compiled, self.backend)
+        chain, bound = cfg.is_chain, dict[str, Any](max_bs=self.max_bs, device=self.device)
+        self._constants = chain_constants(cfg, **bound) if chain else None
+        self._verify_constants = chain_verify_constants(cfg, **bound) if chain else None
 
     def organize(self, topk_p: Tensor, topk_index: Tensor) -> DraftTree:
-        """Organizes a multi-layer draft: one token per step, ``[bs, num_steps]`` each (SPEC §5).
-
-        Shape guard: a chain config with ``bs <= max_bs`` returns the cached constants and
-        ``topk_index`` (no computation); anything else runs the general path.
-        """
-        if not layers_fit(self._layer_width, topk_p, topk_index, self.device):
-            where = "DraftOrganizer.organize"
-            _check_multilayer(where, self.config, topk_p, topk_index)
-            _checks.require_device(where, "topk_index", topk_index, self.device, "the worker")
-        if self._constants is not None and topk_index.shape[0] <= self.max_bs:
-            return self._fns.chain(self._constants, topk_index)
-        return self._fns.multilayer(self.config, topk_p, topk_index)
+        """Organizes a multi-layer draft, ``[bs, num_steps]`` each, like
+        :func:`~eagle_fn.organize_multilayer` (or, on the chain path,
+        :func:`~eagle_fn.organize_chain`)."""
+        check_multilayer(self.config, topk_p, topk_index, **self._where("organize"))
+        if self._on_chain(topk_index.shape[0]):
+            return self._fns["chain"](self._constants, topk_index)
+        return self._fns["multilayer"](self.config, topk_p, topk_index)
 
     def organize_steps(
-        self,
-        score_list: Tensors,
-        token_list: Tensors,
-        parents_list: Tensors,
+        self, score_list: Tensors, token_list: Tensors, parents_list: Tensors
     ) -> DraftTree:
-        """Organizes the per-step lists of a draft loop (SPEC §3-4).
-
-        A chain config with ``bs <= max_bs`` returns the cached constants and the tokens
-        concatenated; anything else runs :func:`~eagle_fn.organize_tree`.
-        """
-        if not (
-            steps_fit(self.config, score_list, token_list, parents_list)
-            and score_list[0].device == self.device
-        ):
-            where = "DraftOrganizer.organize_steps"
-            _check_steps(where, self.config, score_list, token_list, parents_list)
-            _checks.require_device(where, "score_list[0]", score_list[0], self.device, "the worker")
-        bs = score_list[0].shape[0]
-        if self._constants is not None and bs <= self.max_bs:
-            return self._fns.chain(self._constants, torch.cat(token_list, dim=1))
-        return self._fns.tree(self.config, score_list, token_list, parents_list)
+        """Organizes a draft loop's per-step lists like :func:`~eagle_fn.organize_tree`."""
+        lists = (score_list, token_list, parents_list)
+        if not ORGANIZE_TREE.fits(self.config, *lists, device=self.device):
+            ORGANIZE_TREE.check(self.config, *lists, **self._where("organize_steps"))
+        if self._on_chain(score_list[0].shape[0]):
+            return self._fns["chain_steps"](self._constants, token_list)
+        return self._fns["tree"](self.config, *lists)
 
     def build_verify(
         self,
@@ -128,24 +115,32 @@ class DraftOrganizer:
         mask_mode: MaskMode = MaskMode.QLEN,
         seq_lens_sum: int | None = None,
     ) -> VerifyTree:
-        """Lays ``tree`` out for the verify pass, like :func:`~eagle_fn.build_verify_tree`.
+        """Lays ``tree`` out for the verify pass like :func:`~eagle_fn.build_verify_tree`."""
+        where = self._where("build_verify")
+        check_verify(self.config, tree, bonus_tokens, seq_lens, mask_mode, **where)
+        total = full_mask_length(where["where"], self.config, seq_lens, mask_mode, seq_lens_sum)
+        if self._on_chain(seq_lens.shape[0]):
+            tokens = tree.draft_tokens
+            return self._fns["chain_verify"](
+                self._verify_constants, tokens, bonus_tokens, seq_lens, mask_mode, total
+            )
+        return self._fns["verify"](self.config, *tree, bonus_tokens, seq_lens, mask_mode, total)
 
-        A chain config with ``bs <= max_bs`` serves the retrieve links, the QLEN/BITPACKED
-        masks and the position offsets from cached constants and reads only the tree's
-        ``draft_tokens`` (a chain's structure is fixed); anything else runs the general path.
-        """
-        where = "DraftOrganizer.build_verify"
-        if not verify_fits(self.config, tree, bonus_tokens, seq_lens, mask_mode, self.device):
-            check_verify_inputs(where, self.config, tree, bonus_tokens, seq_lens, mask_mode)
-            _checks.require_device(
-                where, "tree.top_scores_index", tree.top_scores_index, self.device, "the worker"
+    def _on_chain(self, bs: int) -> bool:
+        """The guard: a chain config within ``max_bs`` takes the chain path."""
+        if not self.config.is_chain or bs <= self.max_bs:
+            return self.config.is_chain
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"DraftOrganizer: bs = {bs} exceeds max_bs = {self.max_bs}, so this chain "
+                f"batch takes the general path (tens of ops instead of none); build the "
+                f"worker with max_bs >= {bs} to keep the fast path. Warned once per worker.",
+                MaxBatchWarning,
+                stacklevel=3,
             )
-        total = full_mask_length(where, self.config, seq_lens, mask_mode, seq_lens_sum)
-        if self._verify_constants is not None and seq_lens.shape[0] <= self.max_bs:
-            return self._fns.chain_verify(
-                self._verify_constants, tree.draft_tokens, bonus_tokens, seq_lens, mask_mode, total
-            )
-        return self._fns.verify(
-            self.config, tree.parent_list, tree.top_scores_index, tree.draft_tokens,
-            bonus_tokens, seq_lens, mask_mode, total,
-        )  # fmt: skip
+        return False
+
+    def _where(self, method: str) -> dict[str, Any]:
+        where = f"DraftOrganizer.{method}"
+        return {"where": where, "device": self.device, "device_label": "the worker"}

@@ -4,7 +4,7 @@ import time
 import pytest
 import torch
 
-from eagle_fn import DraftConfig, _memo, chain_constants, check_constants, constants, organize_chain
+from eagle_fn import DraftConfig, _memo, chain, chain_constants, check_constants, organize_chain
 
 
 @pytest.fixture
@@ -42,14 +42,14 @@ def test_same_arguments_return_the_same_objects():
 
 def test_concurrent_first_use_builds_once(fresh_cache, monkeypatch):
     builds = []
-    real_build = constants._build_chain
+    real_build = chain.ChainConstants
 
-    def slow_build(*args):
+    def slow_build(*args, **kwargs):
         builds.append(args)
         time.sleep(0.05)  # widen the window in which a racing thread could build again
-        return real_build(*args)
+        return real_build(*args, **kwargs)
 
-    monkeypatch.setattr(constants, "_build_chain", slow_build)
+    monkeypatch.setattr(chain, "ChainConstants", slow_build)
     barrier = threading.Barrier(16)
     results = [None] * 16
 

@@ -1,53 +1,34 @@
-"""Verify-ready trees: what the target model's verify pass consumes, built from a DraftTree."""
+"""The verify layout: a DraftTree laid out for the target's verify pass (masks, links).
+
+Also the tree primitives it is built from (parent nodes, the bounded ancestor walk, the
+retrieve links, the three mask layouts) and :func:`is_valid_tree`.
+"""
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from . import _checks
-from ._memo import memoized
 from .config import DraftConfig
-from .constants import CachedTensors
-from .organize import DraftTree
+from .contracts import Arg, contract, fields, require_enum, require_int
+from .types import DraftTree, MaskMode, VerifyTree, bitpacked_dtype
 
-
-class MaskMode(enum.Enum):
-    """Layouts of the tree attention mask, as SGLang's verify step expects them."""
-
-    FULL = "full"  # bool, per request N x (seq_len + N), prefix columns all True
-    QLEN = "qlen"  # bool [bs * N * N]: row t marks t and its ancestors
-    BITPACKED = "bitpacked"  # one integer per row, bit j set when column j is visible
-
-
-class VerifyTree(NamedTuple):
-    """The draft tree laid out for one verify forward of the target model.
-
-    Node 0 of each request is the bonus token (the root), node ``j >= 1`` is the candidate
-    ``top_scores_index[:, j - 1]``. Links are node indices within the request, ``-1`` for none.
-    """
-
-    draft_tokens: Tensor  # [bs * N] bonus token first, then the N - 1 draft tokens
-    positions: Tensor  # [bs * N] seq_len + depth
-    tree_mask: Tensor  # QLEN [bs*N*N] | FULL [N*sum(seq_lens) + bs*N*N] | BITPACKED [bs*N]
-    retrieve_index: Tensor  # [bs, N] row * N + node
-    retrieve_next_token: Tensor  # [bs, N] first child of each node
-    retrieve_next_sibling: Tensor  # [bs, N] next child of the same parent
-
-
-BITPACKED_DTYPES = {8: torch.uint8, 16: torch.uint16, 32: torch.uint32}
-
-
-def bitpacked_dtype(num_nodes: int) -> torch.dtype:
-    """The integer type of a BITPACKED mask row: 8, 16 or 32 bits for up to that many nodes."""
-    for bits, dtype in BITPACKED_DTYPES.items():
-        if num_nodes <= bits:
-            return dtype
-    raise ValueError(f"BITPACKED masks hold at most 32 nodes, got num_draft_tokens = {num_nodes}")
+TREE = fields(
+    DraftTree,
+    top_scores_index=Arg("[bs, N - 1]"),
+    draft_tokens=Arg("[bs, N - 1]"),
+    parent_list=Arg("[bs, parent_width]"),
+)
+IS_VALID_TREE = contract("is_valid_tree", tree=TREE)
+BUILD_VERIFY = contract(
+    "build_verify_tree",
+    device_label="the tree",
+    tree=TREE,
+    bonus_tokens=Arg("[bs]"),
+    seq_lens=Arg("[bs]"),
+)
 
 
 def build_verify_tree(
@@ -59,7 +40,7 @@ def build_verify_tree(
     mask_mode: MaskMode = MaskMode.QLEN,
     seq_lens_sum: int | None = None,
 ) -> VerifyTree:
-    """Lays the draft tree out for the verify pass (SPEC §8).
+    """Lays the draft tree out for the verify pass (docs/semantics.md §8).
 
     A node's parent is the root when its slot (``candidate // topk``) is 0, otherwise the node
     whose candidate equals ``parent_list[row, slot]``, searched among the same request's
@@ -96,10 +77,9 @@ def build_verify_tree(
         [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]]
     """
     where = "build_verify_tree"
-    if not verify_fits(cfg, tree, bonus_tokens, seq_lens, mask_mode):
-        check_verify_inputs(where, cfg, tree, bonus_tokens, seq_lens, mask_mode)
+    check_verify(cfg, tree, bonus_tokens, seq_lens, mask_mode)
     total = full_mask_length(where, cfg, seq_lens, mask_mode, seq_lens_sum)
-    return _build_verify_tree(
+    return verify_core(
         cfg, tree.parent_list, tree.top_scores_index, tree.draft_tokens,
         bonus_tokens, seq_lens, mask_mode, total,
     )  # fmt: skip
@@ -119,81 +99,12 @@ def is_valid_tree(cfg: DraftConfig, tree: DraftTree) -> Tensor:
         >>> is_valid_tree(cfg, DraftTree(parents, selected, selected)).tolist()
         [True, False]
     """
-    check_tree("is_valid_tree", cfg, tree)
-    return _is_valid_tree(cfg, tree.parent_list, tree.top_scores_index)
+    if not IS_VALID_TREE.fits(cfg, tree):
+        IS_VALID_TREE.check(cfg, tree)
+    return valid_tree_core(cfg, tree.parent_list, tree.top_scores_index)
 
 
-@dataclass(frozen=True, eq=False)
-class ChainVerifyConstants(CachedTensors):
-    """A chain's verify buffers for ``bs <= max_bs`` rows, on one device: all constant.
-
-    Node ``t`` of a chain sits at depth ``t`` under node ``t - 1``. Shared, read-only.
-    """
-
-    config: DraftConfig
-    max_bs: int
-    retrieve_index: Tensor  # [max_bs, N] row * N + node
-    next_token: Tensor  # [max_bs, N] node + 1, -1 for the last node
-    next_sibling: Tensor  # [max_bs, N] all -1: a chain has no siblings
-    visible: Tensor  # [max_bs, N, N] lower triangle: a node sees itself and every earlier node
-    bitpacked: Tensor  # [max_bs * N] visible, bit-packed: 2**(t + 1) - 1 (empty when N > 32)
-    depth: Tensor  # [N] position offsets 0..N-1
-
-    def _expected(self) -> dict[str, Tensor]:
-        return _chain_verify_tensors(self.config, self.max_bs, self.depth.device)
-
-
-def chain_verify_constants(
-    cfg: DraftConfig, *, max_bs: int, device: torch.device
-) -> ChainVerifyConstants:
-    """The memoized :class:`ChainVerifyConstants` of a chain config (arguments pre-checked)."""
-    key = ("chain_verify", cfg, max_bs, device)
-    return memoized(
-        key, lambda: ChainVerifyConstants(cfg, max_bs, **_chain_verify_tensors(cfg, max_bs, device))
-    )
-
-
-def _chain_verify_tensors(cfg: DraftConfig, max_bs: int, device: torch.device) -> dict[str, Tensor]:
-    n = cfg.num_draft_tokens
-    node = torch.arange(n, device=device)  # [N]
-    next_token = torch.where(node + 1 < n, node + 1, -1)  # [N]
-    visible = (node.unsqueeze(1) >= node).repeat(max_bs, 1, 1)  # [max_bs, N, N]
-    return {
-        "retrieve_index": torch.arange(max_bs * n, device=device).view(max_bs, n),
-        "next_token": next_token.repeat(max_bs, 1),
-        "next_sibling": torch.full((max_bs, n), -1, device=device),
-        "visible": visible,
-        # BITPACKED holds at most 32 nodes; wider chains keep an empty placeholder.
-        "bitpacked": bitpack(visible) if n <= 32 else node[:0],
-        "depth": node,
-    }
-
-
-def _build_chain_verify(
-    constants: ChainVerifyConstants,
-    draft_tokens: Tensor,
-    bonus_tokens: Tensor,
-    seq_lens: Tensor,
-    mask_mode: MaskMode,
-    total: int,
-) -> VerifyTree:
-    bs = draft_tokens.shape[0]
-    n = constants.depth.shape[0]
-    if mask_mode is MaskMode.BITPACKED:
-        mask = constants.bitpacked[: bs * n]  # [bs * N], cached
-    else:
-        mask = layout_mask(constants.visible[:bs], seq_lens, mask_mode, total)
-    return VerifyTree(
-        draft_tokens=verify_tokens(bonus_tokens, draft_tokens),
-        positions=(seq_lens.unsqueeze(1) + constants.depth).flatten(),  # [bs * N]
-        tree_mask=mask,
-        retrieve_index=constants.retrieve_index[:bs],
-        retrieve_next_token=constants.next_token[:bs],
-        retrieve_next_sibling=constants.next_sibling[:bs],
-    )
-
-
-def _build_verify_tree(
+def verify_core(
     cfg: DraftConfig,
     parent_list: Tensor,
     top_scores_index: Tensor,
@@ -216,7 +127,7 @@ def _build_verify_tree(
     )
 
 
-def _is_valid_tree(cfg: DraftConfig, parent_list: Tensor, top_scores_index: Tensor) -> Tensor:
+def valid_tree_core(cfg: DraftConfig, parent_list: Tensor, top_scores_index: Tensor) -> Tensor:
     parent = parent_nodes(cfg, parent_list, top_scores_index)  # [bs, N]
     # Climb num_steps times from every node; -1 (no parent found) and 0 (root) are kept.
     cur = parent
@@ -350,75 +261,25 @@ def full_mask_length(
         return 0
     if seq_lens_sum is None:
         seq_lens_sum = int(seq_lens.sum())  # the one host sync, avoidable by passing it
-    total = _checks.require_int(where, "seq_lens_sum", seq_lens_sum, 0)
+    total = require_int(where, "seq_lens_sum", seq_lens_sum, 0)
     n = cfg.num_draft_tokens
     return n * total + seq_lens.shape[0] * n * n
 
 
-def verify_fits(
-    cfg: Any,
-    tree: Any,
-    bonus_tokens: Any,
-    seq_lens: Any,
-    mode: Any,
-    device: torch.device | None = None,
-) -> bool:
-    """Fast, non-raising form of :func:`check_verify_inputs` (and of the device check)."""
-    try:
-        top = tree.top_scores_index
-        bs, dev = top.shape[0], top.device
-        n = cfg.num_draft_tokens
-        nodes = torch.Size((bs, n - 1))
-        rows = (torch.Size((bs,)), _checks.INT64, dev, _checks.STRIDED)
-        return (
-            type(cfg) is DraftConfig
-            and type(tree) is DraftTree
-            and type(mode) is MaskMode
-            and (mode is not MaskMode.BITPACKED or n <= 32)
-            and _checks.signature(top) == (nodes, _checks.INT64, dev, _checks.STRIDED)
-            and _checks.signature(tree.draft_tokens) == (nodes, _checks.INT64, dev, _checks.STRIDED)
-            and tree.parent_list.shape == (bs, cfg.parent_width)
-            and _checks.signature(tree.parent_list)[1:] == (_checks.INT64, dev, _checks.STRIDED)
-            and _checks.signature(bonus_tokens) == rows
-            and _checks.signature(seq_lens) == rows
-            and (device is None or dev == device)
-        )
-    except (AttributeError, IndexError, TypeError):
-        return False
-
-
-def check_tree(where: str, cfg: object, tree: object) -> DraftTree:
-    cfg = _checks.require_config(where, cfg)
-    if not isinstance(tree, DraftTree):
-        raise TypeError(f"{where}: tree must be a DraftTree, got {type(tree).__name__}")
-    top = _checks.require_rank(
-        where, "tree.top_scores_index", tree.top_scores_index, "[bs, N - 1]", 2
-    )
-    bs, device = top.shape[0], top.device
-    shape = (bs, cfg.num_draft_tokens - 1)
-    _checks.require_index(where, "tree.top_scores_index", top, "[bs, N - 1]", shape)
-    _checks.require_index(where, "tree.draft_tokens", tree.draft_tokens, "[bs, N - 1]", shape)
-    parents = _checks.require_index(
-        where, "tree.parent_list", tree.parent_list, "[bs, parent_width]", (bs, cfg.parent_width)
-    )
-    for name, tensor in (("tree.draft_tokens", tree.draft_tokens), ("tree.parent_list", parents)):
-        _checks.require_device(where, name, tensor, device, "tree.top_scores_index")
-    return tree
-
-
-def check_verify_inputs(
-    where: str, cfg: object, tree: object, bonus_tokens: object, seq_lens: object, mode: object
+def check_verify(
+    cfg: Any, tree: Any, bonus_tokens: Any, seq_lens: Any, mode: Any, **where: Any
 ) -> None:
-    tree = check_tree(where, cfg, tree)
-    if not isinstance(mode, MaskMode):
-        raise TypeError(f"{where}: mask_mode must be a MaskMode, got {type(mode).__name__}")
-    n = tree.top_scores_index.shape[1] + 1
+    """:func:`build_verify_tree`'s contract and mask mode; ``where=``, ``device=`` and
+    ``device_label=`` as in :meth:`~eagle_fn.contracts.Contract.check`."""
+    tensors = (cfg, tree, bonus_tokens, seq_lens)
+    fast = type(mode) is MaskMode and BUILD_VERIFY.fits(*tensors, device=where.get("device"))
+    if fast and (mode is not MaskMode.BITPACKED or cfg.num_draft_tokens <= 32):
+        return
+    name = where.get("where") or BUILD_VERIFY.where
+    BUILD_VERIFY.check(*tensors, **where)
+    require_enum(name, "mask_mode", mode, MaskMode)
     if mode is MaskMode.BITPACKED:
         try:
-            bitpacked_dtype(n)
+            bitpacked_dtype(cfg.num_draft_tokens)
         except ValueError as error:
-            raise ValueError(f"{where}: {error}") from None
-    bs, device = tree.top_scores_index.shape[0], tree.top_scores_index.device
-    for name, value in (("bonus_tokens", bonus_tokens), ("seq_lens", seq_lens)):
-        tensor = _checks.require_index(where, name, value, "[bs]", (bs,))
-        _checks.require_device(where, name, tensor, device, "the tree")
+            raise ValueError(f"{name}: {error}") from None

@@ -1,15 +1,18 @@
+import warnings
+
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import reference
-from drafts import KINDS, draft_lists, multilayer
+from drafts import KINDS, draft_configs, draft_lists, multilayer
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
     DraftTree,
     MaskMode,
+    MaxBatchWarning,
     VerifyTree,
     build_verify_tree,
     is_valid_tree,
@@ -18,17 +21,9 @@ from eagle_fn import (
 )
 from eagle_fn.profiling import OpCounter
 from helpers import assert_matches
-from test_organize import draft_configs
+from trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE, malformed_tree
 
 I64 = torch.int64
-SPEC_CFG = DraftConfig(4, 3, 8)
-SPEC_TREE = DraftTree(
-    parent_list=torch.tensor([[-1, 0, 1, 2, 3, 4, 5, 6, 8], [-1, 0, 1, 2, 3, 4, 8, 12, 5]]),
-    top_scores_index=torch.tensor([[0, 1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 4, 8, 12]]),
-    draft_tokens=torch.tensor([[10, 11, 12, 13, 14, 15, 16], [20, 21, 22, 23, 24, 25, 26]]),
-)
-SPEC_SEQ_LENS = torch.tensor([5, 9])
-SPEC_BONUS = torch.tensor([100, 200])
 
 
 def mask_values(mask):
@@ -103,22 +98,6 @@ def check_against_reference(cfg, tree, seed, mode):
     return vt
 
 
-def malformed_tree(cfg, bs, gen):
-    """Random parent tables and selections: missing parents, cycles, self-parents, duplicates."""
-    k, n = cfg.topk, cfg.num_draft_tokens
-    width = cfg.num_candidates
-    parents = torch.randint(-1, width, (bs, cfg.parent_width), generator=gen)
-    selected = torch.randint(0, width, (bs, n - 1), generator=gen)
-    if torch.rand(1, generator=gen).item() < 0.5:
-        selected = torch.sort(selected, dim=1).values
-    # Point a few parent slots at selected candidates so that links actually form.
-    for b in range(bs):
-        for slot in range(1, cfg.parent_width):
-            if torch.rand(1, generator=gen).item() < 0.6:
-                parents[b, slot] = selected[b, torch.randint(0, n - 1, (1,), generator=gen)]
-    return DraftTree(parents, selected, torch.randint(0, 1000, (bs, n - 1), generator=gen)), k
-
-
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
 @given(
     cfg=draft_configs(),
@@ -127,8 +106,7 @@ def malformed_tree(cfg, bs, gen):
     seed=st.integers(0, 2**31),
 )
 def test_organized_trees_match_reference(mode, cfg, bs, kind, seed):
-    if mode is MaskMode.BITPACKED and cfg.num_draft_tokens > 32:
-        return
+    assume(mode is not MaskMode.BITPACKED or cfg.num_draft_tokens <= 32)
     tree = organize_tree(cfg, *draft_lists(cfg, bs, torch.Generator().manual_seed(seed), kind))
     check_against_reference(cfg, tree, seed, mode)
     assert is_valid_tree(cfg, tree).tolist() == [True] * bs
@@ -137,8 +115,7 @@ def test_organized_trees_match_reference(mode, cfg, bs, kind, seed):
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
 @given(cfg=draft_configs(), bs=st.integers(1, 6), seed=st.integers(0, 2**31))
 def test_malformed_trees_match_reference(mode, cfg, bs, seed):
-    if mode is MaskMode.BITPACKED and cfg.num_draft_tokens > 32:
-        return
+    assume(mode is not MaskMode.BITPACKED or cfg.num_draft_tokens <= 32)
     tree, _ = malformed_tree(cfg, bs, torch.Generator().manual_seed(seed))
     check_against_reference(cfg, tree, seed, mode)
     assert is_valid_tree(cfg, tree).tolist() == reference.is_valid_tree(cfg, tree)
@@ -171,7 +148,9 @@ def test_chain_constants_equal_the_general_path(num_steps, mode):
     worker = DraftOrganizer(cfg, max_bs=6, device="cpu", compile=False)
     gen = torch.Generator().manual_seed(num_steps)
     for bs in (0, 1, 6, 9):  # 9 > max_bs takes the general path
-        tree = worker.organize(*multilayer(num_steps, bs, gen))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MaxBatchWarning)
+            tree = worker.organize(*multilayer(num_steps, bs, gen))
         bonus = torch.randint(0, 1000, (bs,), generator=gen)
         seq_lens = torch.randint(0, 30, (bs,), generator=gen)
         fast = worker.build_verify(tree, bonus, seq_lens, mask_mode=mode)

@@ -1,0 +1,189 @@
+"""The chain draft (topk = 1): its cached device constants and both builders from them.
+
+A chain's organization and most of its verify layout are constants. They are built once
+per ``(config, max_bs, device)`` (``repeat``, not ``expand``: kernels read raw memory),
+never rebound (a captured graph may hold their addresses) and handed out as row slices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ._memo import CachedTensors, memoized
+from .config import DraftConfig
+from .contracts import Arg, as_device, contract, require_config, require_int
+from .layout import bitpack, layout_mask, verify_tokens
+from .types import DraftTree, MaskMode, Tensors, VerifyTree
+
+CHAIN = contract("organize_chain", topk_index=Arg("[bs, num_steps]"))
+
+
+@dataclass(frozen=True, eq=False)
+class ChainConstants(CachedTensors):
+    """The organization of a chain draft, precomputed on one device for ``bs <= max_bs``.
+
+    Contiguous int64 (made with ``repeat``, not ``expand``: downstream kernels read raw
+    memory) and shared by every caller with the same key: treat them as read-only.
+    """
+
+    config: DraftConfig
+    max_bs: int
+    parents: Tensor  # [max_bs, parent_width] arange(-1, S - 1) per row
+    score_indices: Tensor  # [max_bs, num_steps] arange(S) per row
+
+    def _expected(self) -> dict[str, Tensor]:
+        return _organize_tensors(self.config, self.max_bs, self.parents.device)
+
+
+@dataclass(frozen=True, eq=False)
+class ChainVerifyConstants(CachedTensors):
+    """A chain's verify buffers for ``bs <= max_bs`` rows: node ``t`` sits under ``t - 1``."""
+
+    config: DraftConfig
+    max_bs: int
+    retrieve_index: Tensor  # [max_bs, N] row * N + node
+    next_token: Tensor  # [max_bs, N] node + 1, -1 for the last node
+    next_sibling: Tensor  # [max_bs, N] all -1: a chain has no siblings
+    visible: Tensor  # [max_bs, N, N] lower triangle: a node sees itself and every earlier one
+    bitpacked: Tensor  # [max_bs * N] visible, bit-packed: 2**(t + 1) - 1 (empty when N > 32)
+    depth: Tensor  # [N] position offsets 0..N-1
+
+    def _expected(self) -> dict[str, Tensor]:
+        return _verify_tensors(self.config, self.max_bs, self.depth.device)
+
+
+def chain_constants(cfg: DraftConfig, *, max_bs: int, device: torch.device | str) -> ChainConstants:
+    """The cached :class:`ChainConstants` of a chain config on ``device``.
+
+    The same arguments return the same object and tensors every time (also from many threads
+    at once), so a captured graph holding their addresses never sees them rebound.
+
+    Args:
+        cfg: a chain configuration (``topk == 1``).
+        max_bs: the largest batch the constants serve, ``>= 1``.
+        device: a ``torch.device`` or a string such as ``"cpu"``.
+
+    Shapes: ``parents [max_bs, parent_width]``, ``score_indices [max_bs, num_steps]``.
+
+    Example:
+        >>> constants = chain_constants(DraftConfig.chain(3), max_bs=2, device="cpu")
+        >>> constants.parents.tolist(), constants.score_indices.tolist()
+        ([[-1, 0, 1], [-1, 0, 1]], [[0, 1, 2], [0, 1, 2]])
+        >>> constants is chain_constants(DraftConfig.chain(3), max_bs=2, device="cpu")
+        True
+    """
+    where = "chain_constants"
+    cfg = require_config(where, cfg)
+    if not cfg.is_chain:
+        raise ValueError(f"{where}: cfg must be a chain config (topk == 1), got topk = {cfg.topk}")
+    require_int(where, "max_bs", max_bs, 1)
+    dev = as_device(where, device)
+    key = ("chain", cfg, max_bs, dev)
+    return memoized(key, lambda: ChainConstants(cfg, max_bs, **_organize_tensors(cfg, max_bs, dev)))
+
+
+def chain_verify_constants(
+    cfg: DraftConfig, *, max_bs: int, device: torch.device
+) -> ChainVerifyConstants:
+    """The memoized :class:`ChainVerifyConstants` of a chain config (arguments pre-checked)."""
+    key = ("chain_verify", cfg, max_bs, device)
+    return memoized(
+        key, lambda: ChainVerifyConstants(cfg, max_bs, **_verify_tensors(cfg, max_bs, device))
+    )
+
+
+def organize_chain(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
+    """The organized chain draft, from cached constants: no computation at all.
+
+    Equals :func:`~eagle_fn.organize_tree` on the same chain. The returned ``parent_list``
+    and ``top_scores_index`` are views of shared constants and ``draft_tokens`` is
+    ``topk_index`` itself: treat all three as read-only.
+
+    Args:
+        constants: :func:`chain_constants` of a chain config.
+        topk_index: the chain's token per step, int64, ``bs <= constants.max_bs``.
+
+    Shapes: ``topk_index [bs, num_steps]`` -> ``parent_list [bs, parent_width]``,
+    ``top_scores_index [bs, num_steps]``, ``draft_tokens [bs, num_steps]``.
+
+    Example:
+        >>> constants = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
+        >>> tree = organize_chain(constants, torch.tensor([[11, 0, 6], [5, 10, 3]]))
+        >>> tree.parent_list.tolist(), tree.top_scores_index.tolist()
+        ([[-1, 0, 1], [-1, 0, 1]], [[0, 1, 2], [0, 1, 2]])
+    """
+    where = "organize_chain"
+    if type(constants) is not ChainConstants:
+        raise TypeError(
+            f"{where}: constants must be ChainConstants, got {type(constants).__name__}"
+        )
+    device = constants.parents.device
+    if not CHAIN.fits(constants.config, topk_index, device=device):
+        CHAIN.check(constants.config, topk_index, device=device, device_label="constants")
+    if topk_index.shape[0] > constants.max_bs:
+        raise ValueError(
+            f"{where}: topk_index has bs = {topk_index.shape[0]} rows, more than "
+            f"constants.max_bs = {constants.max_bs}"
+        )
+    return chain_core(constants, topk_index)
+
+
+def chain_core(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
+    """:func:`organize_chain` without its checks: two row slices, the tokens handed through."""
+    bs = topk_index.shape[0]
+    return DraftTree(constants.parents[:bs], constants.score_indices[:bs], topk_index)
+
+
+def chain_steps_core(constants: ChainConstants, token_list: Tensors) -> DraftTree:
+    """The chain organized from a draft loop's per-step token entries: one ``cat``."""
+    return chain_core(constants, torch.cat(token_list, dim=1))  # [bs, num_steps]
+
+
+def chain_verify_core(
+    constants: ChainVerifyConstants,
+    draft_tokens: Tensor,
+    bonus_tokens: Tensor,
+    seq_lens: Tensor,
+    mask_mode: MaskMode,
+    total: int,
+) -> VerifyTree:
+    """A chain's verify tree: constants but for positions, the token layout and FULL's prefix."""
+    bs = draft_tokens.shape[0]
+    n = constants.depth.shape[0]
+    if mask_mode is MaskMode.BITPACKED:
+        mask = constants.bitpacked[: bs * n]  # [bs * N], cached
+    else:
+        mask = layout_mask(constants.visible[:bs], seq_lens, mask_mode, total)
+    return VerifyTree(
+        draft_tokens=verify_tokens(bonus_tokens, draft_tokens),  # [bs * N]
+        positions=(seq_lens.unsqueeze(1) + constants.depth).flatten(),  # [bs * N]
+        tree_mask=mask,
+        retrieve_index=constants.retrieve_index[:bs],  # [bs, N]
+        retrieve_next_token=constants.next_token[:bs],  # [bs, N]
+        retrieve_next_sibling=constants.next_sibling[:bs],  # [bs, N]
+    )
+
+
+def _organize_tensors(cfg: DraftConfig, max_bs: int, device: torch.device) -> dict[str, Tensor]:
+    parents = torch.arange(-1, cfg.parent_width - 1, device=device)  # [parent_width]
+    score_indices = torch.arange(cfg.num_steps, device=device)  # [S]
+    return {"parents": parents.repeat(max_bs, 1), "score_indices": score_indices.repeat(max_bs, 1)}
+
+
+def _verify_tensors(cfg: DraftConfig, max_bs: int, device: torch.device) -> dict[str, Tensor]:
+    n = cfg.num_draft_tokens
+    node = torch.arange(n, device=device)  # [N]
+    next_token = torch.where(node + 1 < n, node + 1, -1)  # [N]
+    visible = (node.unsqueeze(1) >= node).repeat(max_bs, 1, 1)  # [max_bs, N, N]
+    return {
+        "retrieve_index": torch.arange(max_bs * n, device=device).view(max_bs, n),  # [max_bs, N]
+        "next_token": next_token.repeat(max_bs, 1),  # [max_bs, N]
+        "next_sibling": torch.full((max_bs, n), -1, device=device),  # [max_bs, N]
+        "visible": visible,
+        # BITPACKED holds at most 32 nodes; wider chains keep an empty placeholder.
+        "bitpacked": bitpack(visible) if n <= 32 else node[:0],  # [max_bs * N]
+        "depth": node,
+    }

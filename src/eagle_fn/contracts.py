@@ -1,0 +1,310 @@
+"""Input contracts: each entry point's arguments stated once; checks and messages derive.
+
+A contract lists an entry point's tensor arguments with symbolic shapes in the symbols of
+docs/semantics.md (``bs``, ``topk``, ``num_steps``, ``N``, ``parent_width``; a bare symbol
+not yet known, such as ``bs``, is bound by the first tensor that has it) and a dtype class;
+all of them share one device. From it come the fast predicate a valid call pays (one tuple
+comparison per tensor), the exact errors of an invalid call, and the batch dimensions the
+compiled paths declare dynamic. Nothing here reads a tensor's values: no host sync.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import CodeType
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from .config import DraftConfig
+
+FLOAT, INT64 = "float", "int64"
+SCORE_DTYPES = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
+_FLOATS = "a floating-point tensor (float16, bfloat16, float32 or float64)"
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A tensor argument: its shape (alternatives joined by ``" or "``) and dtype class.
+
+    With ``later``, the argument is a list of ``num_steps`` tensors: ``shape`` for the first
+    step, ``later`` for every other one.
+    """
+
+    shape: str
+    dtype: str = INT64
+    later: str | None = None
+
+
+@dataclass(frozen=True)
+class Fields:
+    """A NamedTuple argument whose listed fields are tensor arguments, in checking order."""
+
+    type: type
+    args: tuple[tuple[str, Arg], ...]
+
+
+class _Slot(NamedTuple):
+    name: str  # as messages print it: "score_list[1]", "tree.parent_list"
+    shape: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The tensor arguments of one entry point, after ``cfg``, in checking order."""
+
+    where: str
+    args: tuple[tuple[str, Arg | Fields], ...]
+    device_label: str | None = None  # names the device source in messages; default 1st tensor
+
+    def check(self, cfg: object, *values: object, where: str = "", **device: Any) -> None:
+        """Raises ``TypeError``/``ValueError`` naming the first argument that breaks the contract.
+
+        ``device=`` (with ``device_label=``), when given, is where every tensor must be.
+        """
+        where = where or self.where
+        cfg = require_config(where, cfg)
+        env = symbols(cfg)
+        seen: dict[str, Any] = {"device": device.get("device"), "float": None}
+        label = device.get("device_label") or self.device_label
+        for slot, value in zip(_slots(self, cfg), self._tensors(cfg, values, where), strict=True):
+            tensor = require_tensor(where, slot.name, value)
+            _check_shape(where, slot, tensor, env)
+            _check_dtype(where, slot, tensor, seen)
+            if seen["device"] is None:
+                seen["device"], label = tensor.device, label or slot.name
+            elif tensor.device != seen["device"]:
+                raise ValueError(
+                    f"{where}: {slot.name} is on {tensor.device}, expected {seen['device']} "
+                    f"(the device of {label})"
+                )
+
+    def fits(self, cfg: object, *values: Any, device: torch.device | None = None) -> bool:
+        """The fast, non-raising predicate: True only where :meth:`check` passes.
+
+        Float arguments must share one dtype here as in :meth:`check`.
+        """
+        if type(cfg) is not DraftConfig:
+            return False
+        try:
+            flat = self._tensors(cfg, values, self.where)
+            binders, first_float = _binders(self, cfg)
+            sizes = tuple(flat[i].shape[d] for i, d in binders)
+            dtype = flat[first_float].dtype if first_float >= 0 else None
+            if first_float >= 0 and dtype not in SCORE_DTYPES:
+                return False
+            expected = _signatures(self, cfg, sizes, dtype, device or flat[0].device)
+            return [(t.shape, t.dtype, t.device, t.layout) for t in flat] == expected
+        except (AttributeError, IndexError, TypeError, ValueError):
+            return False
+
+    def _tensors(self, cfg: DraftConfig, values: Sequence[Any], where: str) -> list[Any]:
+        """The tensor arguments in slot order, containers checked (their errors are exact)."""
+        flat: list[Any] = []
+        for (name, spec), value in zip(self.args, values, strict=True):
+            if isinstance(spec, Fields):
+                if not isinstance(value, spec.type):
+                    raise TypeError(
+                        f"{where}: {name} must be a {spec.type.__name__}, got {_of(value)}"
+                    )
+                flat += [getattr(value, field) for field, _ in spec.args]
+            elif spec.later is None:
+                flat.append(value)
+            elif not isinstance(value, (list, tuple)):
+                raise TypeError(
+                    f"{where}: {name} must be a list of num_steps = {cfg.num_steps} tensors, "
+                    f"got {_of(value)}"
+                )
+            elif len(value) != cfg.num_steps:
+                raise ValueError(
+                    f"{where}: {name} must hold num_steps = {cfg.num_steps} tensors, "
+                    f"got {len(value)}"
+                )
+            else:
+                flat += value
+        return flat
+
+    def batch_shapes(self, cfg: DraftConfig) -> dict[str, str | tuple[str, ...]]:
+        """The shape of each argument (or NamedTuple field) whose dim 0 involves ``bs``, a
+        tuple of shapes for a list: exactly what the compiled paths declare dynamic."""
+        shapes: dict[str, Any] = {}
+        for slot in _slots(self, cfg):
+            shape = slot.shape.split(" or ")[0]
+            if "bs" not in _dims(shape)[0].split():
+                continue
+            name = slot.name.split(".")[-1]
+            if name.endswith("]"):  # one step of a list
+                name = name[: name.index("[")]
+                shapes[name] = (*shapes.get(name, ()), shape)
+            else:
+                shapes[name] = shape
+        return shapes
+
+
+def contract(where: str, /, device_label: str | None = None, **args: Arg | Fields) -> Contract:
+    """A :class:`Contract` from keyword arguments in checking order."""
+    return Contract(where, tuple(args.items()), device_label)
+
+
+def fields(tuple_type: type, /, **args: Arg) -> Fields:
+    return Fields(tuple_type, tuple(args.items()))
+
+
+def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -> None:
+    shapes = slot.shape.split(" or ")
+    dims = _dims(shapes[0])
+    unbound = [i for i, d in enumerate(dims) if d.isidentifier() and d not in env]
+    if unbound:
+        if tensor.dim() != len(dims):
+            raise ValueError(
+                f"{where}: {slot.name} must have shape {slot.shape} (rank {len(dims)}), "
+                f"got shape {show(tensor.shape)}"
+            )
+        env.update((dims[i], tensor.shape[i]) for i in unbound)
+    options = [(shape, tuple(_eval(d, env) for d in _dims(shape))) for shape in shapes]
+    if all(tensor.shape != expected for _, expected in options):
+        wanted = " or ".join(f"{shape} = {show(expected)}" for shape, expected in options)
+        raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
+
+
+def _check_dtype(where: str, slot: _Slot, tensor: Tensor, seen: dict[str, Any]) -> None:
+    if slot.dtype == INT64 and tensor.dtype != torch.int64:
+        raise TypeError(f"{where}: {slot.name} must be an int64 tensor, got {tensor.dtype}")
+    if slot.dtype == FLOAT and tensor.dtype not in SCORE_DTYPES:
+        raise TypeError(f"{where}: {slot.name} must be {_FLOATS}, got {tensor.dtype}")
+    if slot.dtype == FLOAT and seen["float"] is None:
+        seen["float"] = (tensor.dtype, slot.name)
+    elif slot.dtype == FLOAT and tensor.dtype != seen["float"][0]:
+        raise TypeError(
+            f"{where}: {slot.name} must have the dtype of {seen['float'][1]} "
+            f"({seen['float'][0]}), got {tensor.dtype}"
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _slots(contract: Contract, cfg: DraftConfig) -> tuple[_Slot, ...]:
+    slots = []
+    for name, spec in contract.args:
+        if isinstance(spec, Fields):
+            slots += [_Slot(f"{name}.{f}", arg.shape, arg.dtype) for f, arg in spec.args]
+        elif spec.later is None:
+            slots.append(_Slot(name, spec.shape, spec.dtype))
+        else:
+            shapes = [spec.shape] + [spec.later] * (cfg.num_steps - 1)
+            slots += [_Slot(f"{name}[{i}]", s, spec.dtype) for i, s in enumerate(shapes)]
+    return tuple(slots)
+
+
+@functools.lru_cache(maxsize=256)
+def _binders(contract: Contract, cfg: DraftConfig) -> tuple[tuple[tuple[int, int], ...], int]:
+    """Where each unknown symbol is bound (flat tensor, dim), and the first float tensor."""
+    slots = _slots(contract, cfg)
+    known, binders = set(symbols(cfg)), []
+    for i, slot in enumerate(slots):
+        for d, dim in enumerate(_dims(slot.shape.split(" or ")[0])):
+            if dim.isidentifier() and dim not in known:
+                known.add(dim)
+                binders.append((i, d))
+    floats = [i for i, slot in enumerate(slots) if slot.dtype == FLOAT]
+    return tuple(binders), floats[0] if floats else -1
+
+
+@functools.lru_cache(maxsize=1024)
+def _signatures(
+    contract: Contract,
+    cfg: DraftConfig,
+    sizes: tuple[int, ...],
+    dtype: torch.dtype | None,
+    device: torch.device,
+) -> list[tuple[torch.Size, torch.dtype | None, torch.device, torch.layout]]:
+    slots = _slots(contract, cfg)
+    env = symbols(cfg)
+    for (i, d), size in zip(_binders(contract, cfg)[0], sizes, strict=True):
+        env[_dims(slots[i].shape.split(" or ")[0])[d]] = size
+    return [
+        (
+            torch.Size(_eval(d, env) for d in _dims(slot.shape.split(" or ")[0])),
+            dtype if slot.dtype == FLOAT else torch.int64,
+            device,
+            torch.strided,
+        )
+        for slot in slots
+    ]
+
+
+def symbols(cfg: DraftConfig) -> dict[str, int]:
+    """The config's values under the names contracts use."""
+    n, width = cfg.num_draft_tokens, cfg.parent_width
+    return {"topk": cfg.topk, "num_steps": cfg.num_steps, "N": n, "parent_width": width}
+
+
+@functools.cache
+def _dims(shape: str) -> tuple[str, ...]:
+    inner = shape.strip()[1:-1].strip()
+    return tuple(d.strip() for d in inner.split(",")) if inner else ()
+
+
+@functools.cache
+def _code(expr: str) -> CodeType:
+    return compile(expr, "<shape>", "eval")
+
+
+def _eval(expr: str, env: dict[str, int]) -> int:
+    """One dimension of a contract's shape (symbols, ints, ``+ - *``), evaluated."""
+    return int(eval(_code(expr), {"__builtins__": {}}, env))
+
+
+def show(shape: Sequence[int]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _of(value: object) -> str:
+    return type(value).__name__
+
+
+def require_config(where: str, cfg: object) -> DraftConfig:
+    if not isinstance(cfg, DraftConfig):
+        raise TypeError(f"{where}: cfg must be a DraftConfig, got {_of(cfg)}")
+    return cfg
+
+
+def require_tensor(where: str, name: str, value: object) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{where}: {name} must be a torch.Tensor, got {_of(value)}")
+    if value.layout != torch.strided:
+        raise TypeError(f"{where}: {name} must be a dense (strided) tensor, got {value.layout}")
+    return value
+
+
+def require_int(where: str, name: str, value: object, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{where}: {name} must be an int, got {_of(value)}")
+    if value < minimum:
+        raise ValueError(f"{where}: {name} must be >= {minimum}, got {value}")
+    return value
+
+
+def require_enum(where: str, name: str, value: object, kind: type) -> None:
+    if not isinstance(value, kind):
+        raise TypeError(f"{where}: {name} must be a {kind.__name__}, got {_of(value)}")
+
+
+def as_device(where: str, device: object) -> torch.device:
+    """Canonical ``torch.device`` for a ``torch.device`` or a string: ``"cuda"`` resolves to
+    ``cuda:0`` (the current device), as tensors report it, so comparisons and keys agree."""
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"{where}: device must be a torch.device or a str, got {_of(device)}")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"{where}: device {device!r} is not a valid device: {error}") from None
+    if resolved.type == "cpu":
+        return torch.device("cpu")
+    try:  # an empty tensor proves the device exists and reports its index
+        return torch.empty(0, device=resolved).device
+    except (RuntimeError, AssertionError) as error:
+        raise ValueError(f"{where}: device {device!r} is not available: {error}") from None
