@@ -15,7 +15,7 @@ from torch import Tensor
 from ._memo import CachedTensors, memoized
 from .config import DraftConfig
 from .contracts import Arg, as_device, contract, require_config, require_int
-from .layout import bitpack, layout_mask, verify_tokens
+from .layout import assemble, bitpack, layout_mask
 from .types import DraftTree, MaskMode, Tensors, VerifyTree
 
 CHAIN = contract("organize_chain", topk_index=Arg("[bs, num_steps]"))
@@ -157,14 +157,9 @@ def chain_verify_core(
         mask = constants.bitpacked[: bs * n]  # [bs * N], cached
     else:
         mask = layout_mask(constants.visible[:bs], seq_lens, mask_mode, total)
-    return VerifyTree(
-        draft_tokens=verify_tokens(bonus_tokens, draft_tokens),  # [bs * N]
-        positions=(seq_lens.unsqueeze(1) + constants.depth).flatten(),  # [bs * N]
-        tree_mask=mask,
-        retrieve_index=constants.retrieve_index[:bs],  # [bs, N]
-        retrieve_next_token=constants.next_token[:bs],  # [bs, N]
-        retrieve_next_sibling=constants.next_sibling[:bs],  # [bs, N]
-    )
+    c = constants
+    links = (c.retrieve_index[:bs], c.next_token[:bs], c.next_sibling[:bs])  # [bs, N] each
+    return assemble(bonus_tokens, draft_tokens, seq_lens, c.depth, mask, links)
 
 
 def _organize_tensors(cfg: DraftConfig, max_bs: int, device: torch.device) -> dict[str, Tensor]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import CodeType
 from typing import Any, NamedTuple
 
 import torch
@@ -28,11 +27,8 @@ _FLOATS = "a floating-point tensor (float16, bfloat16, float32 or float64)"
 
 @dataclass(frozen=True)
 class Arg:
-    """A tensor argument: its shape (alternatives joined by ``" or "``) and dtype class.
-
-    With ``later``, the argument is a list of ``num_steps`` tensors: ``shape`` for the first
-    step, ``later`` for every other one.
-    """
+    """A tensor argument: shape (alternatives joined by ``" or "``) and dtype class; with
+    ``later``, a list of ``num_steps`` tensors, ``shape`` the first step's, ``later`` the rest's."""
 
     shape: str
     dtype: str = INT64
@@ -96,7 +92,7 @@ class Contract:
             sizes = tuple(flat[i].shape[d] for i, d in binders)
             dtype = flat[first_float].dtype if first_float >= 0 else None
             if first_float >= 0 and dtype not in SCORE_DTYPES:
-                return False
+                return False  # the check names the wrong dtype
             expected = _signatures(self, cfg, sizes, dtype, device or flat[0].device)
             return [(t.shape, t.dtype, t.device, t.layout) for t in flat] == expected
         except (AttributeError, IndexError, TypeError, ValueError):
@@ -156,7 +152,7 @@ def fields(tuple_type: type, /, **args: Arg) -> Fields:
 
 def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -> None:
     shapes = slot.shape.split(" or ")
-    dims = _dims(shapes[0])
+    dims = _dims(slot.shape)
     unbound = [i for i, d in enumerate(dims) if d.isidentifier() and d not in env]
     if unbound:
         if tensor.dim() != len(dims):
@@ -202,15 +198,15 @@ def _slots(contract: Contract, cfg: DraftConfig) -> tuple[_Slot, ...]:
 @functools.lru_cache(maxsize=256)
 def _binders(contract: Contract, cfg: DraftConfig) -> tuple[tuple[tuple[int, int], ...], int]:
     """Where each unknown symbol is bound (flat tensor, dim), and the first float tensor."""
-    slots = _slots(contract, cfg)
-    known, binders = set(symbols(cfg)), []
+    slots, known = _slots(contract, cfg), set(symbols(cfg))
+    binders = []
     for i, slot in enumerate(slots):
-        for d, dim in enumerate(_dims(slot.shape.split(" or ")[0])):
+        for d, dim in enumerate(_dims(slot.shape)):
             if dim.isidentifier() and dim not in known:
                 known.add(dim)
                 binders.append((i, d))
-    floats = [i for i, slot in enumerate(slots) if slot.dtype == FLOAT]
-    return tuple(binders), floats[0] if floats else -1
+    floats = [i for i, slot in enumerate(slots) if slot.dtype == FLOAT] + [-1]
+    return tuple(binders), floats[0]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -221,13 +217,12 @@ def _signatures(
     dtype: torch.dtype | None,
     device: torch.device,
 ) -> list[tuple[torch.Size, torch.dtype | None, torch.device, torch.layout]]:
-    slots = _slots(contract, cfg)
-    env = symbols(cfg)
+    slots, env = _slots(contract, cfg), symbols(cfg)
     for (i, d), size in zip(_binders(contract, cfg)[0], sizes, strict=True):
-        env[_dims(slots[i].shape.split(" or ")[0])[d]] = size
+        env[_dims(slots[i].shape)[d]] = size
     return [
         (
-            torch.Size(_eval(d, env) for d in _dims(slot.shape.split(" or ")[0])),
+            torch.Size(_eval(d, env) for d in _dims(slot.shape)),
             dtype if slot.dtype == FLOAT else torch.int64,
             device,
             torch.strided,
@@ -244,18 +239,14 @@ def symbols(cfg: DraftConfig) -> dict[str, int]:
 
 @functools.cache
 def _dims(shape: str) -> tuple[str, ...]:
-    inner = shape.strip()[1:-1].strip()
+    """The dimensions of ``shape``'s first alternative: ``"[bs, k] or [k]"`` -> bs, k."""
+    inner = shape.split(" or ")[0].strip()[1:-1].strip()
     return tuple(d.strip() for d in inner.split(",")) if inner else ()
-
-
-@functools.cache
-def _code(expr: str) -> CodeType:
-    return compile(expr, "<shape>", "eval")
 
 
 def _eval(expr: str, env: dict[str, int]) -> int:
     """One dimension of a contract's shape (symbols, ints, ``+ - *``), evaluated."""
-    return int(eval(_code(expr), {"__builtins__": {}}, env))
+    return int(eval(expr, {"__builtins__": {}}, env))  # only the contracts' own strings
 
 
 def show(shape: Sequence[int]) -> str:
@@ -286,11 +277,6 @@ def require_int(where: str, name: str, value: object, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{where}: {name} must be >= {minimum}, got {value}")
     return value
-
-
-def require_enum(where: str, name: str, value: object, kind: type) -> None:
-    if not isinstance(value, kind):
-        raise TypeError(f"{where}: {name} must be a {kind.__name__}, got {_of(value)}")
 
 
 def as_device(where: str, device: object) -> torch.device:

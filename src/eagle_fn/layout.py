@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from .config import DraftConfig
-from .contracts import Arg, contract, fields, require_enum, require_int
+from .contracts import Arg, contract, fields, require_int
 from .types import DraftTree, MaskMode, VerifyTree, bitpacked_dtype
 
 TREE = fields(
@@ -42,13 +42,8 @@ def build_verify_tree(
 ) -> VerifyTree:
     """Lays the draft tree out for the verify pass (docs/semantics.md §8).
 
-    A node's parent is the root when its slot (``candidate // topk``) is 0, otherwise the node
-    whose candidate equals ``parent_list[row, slot]``, searched among the same request's
-    selected candidates only. Malformed trees keep SGLang's bounded semantics: a node whose
-    parent is not found is left unlinked (its ``retrieve_index`` is still set); its mask row
-    and position come from walking toward the root for at most ``num_steps`` nodes, stopping
-    after a child of the root or a node whose parent is not found. Well-formed trees give the
-    exact depths. :func:`is_valid_tree` tells the two apart.
+    Malformed trees get SGLang's bounded semantics (the same section); :func:`is_valid_tree`
+    tells them apart.
 
     Args:
         cfg: the draft configuration.
@@ -76,13 +71,9 @@ def build_verify_tree(
         >>> vt.tree_mask.view(4, 4).int().tolist()
         [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]]
     """
-    where = "build_verify_tree"
     check_verify(cfg, tree, bonus_tokens, seq_lens, mask_mode)
-    total = full_mask_length(where, cfg, seq_lens, mask_mode, seq_lens_sum)
-    return verify_core(
-        cfg, tree.parent_list, tree.top_scores_index, tree.draft_tokens,
-        bonus_tokens, seq_lens, mask_mode, total,
-    )  # fmt: skip
+    total = full_mask_length("build_verify_tree", cfg, seq_lens, mask_mode, seq_lens_sum)
+    return verify_core(cfg, *tree, bonus_tokens, seq_lens, mask_mode, total)
 
 
 def is_valid_tree(cfg: DraftConfig, tree: DraftTree) -> Tensor:
@@ -114,17 +105,27 @@ def verify_core(
     mask_mode: MaskMode,
     total: int,
 ) -> VerifyTree:
+    """:func:`build_verify_tree` without its checks; ``total`` is the FULL mask's length."""
     parent = parent_nodes(cfg, parent_list, top_scores_index)  # [bs, N]
     visible, depth = ancestor_walk(parent, cfg.num_steps)  # [bs, N, N], [bs, N]
-    next_token, next_sibling = retrieve_links(parent)  # [bs, N] each
-    return VerifyTree(
-        draft_tokens=verify_tokens(bonus_tokens, draft_tokens),
-        positions=(seq_lens.unsqueeze(1) + depth).flatten(),  # [bs * N]
-        tree_mask=layout_mask(visible, seq_lens, mask_mode, total),
-        retrieve_index=flat_node_index(parent),
-        retrieve_next_token=next_token,
-        retrieve_next_sibling=next_sibling,
-    )
+    mask = layout_mask(visible, seq_lens, mask_mode, total)
+    links = (flat_node_index(parent), *retrieve_links(parent))  # [bs, N] each
+    return assemble(bonus_tokens, draft_tokens, seq_lens, depth, mask, links)
+
+
+def assemble(
+    bonus_tokens: Tensor,
+    draft_tokens: Tensor,
+    seq_lens: Tensor,
+    depth: Tensor,
+    mask: Tensor,
+    links: tuple[Tensor, Tensor, Tensor],
+) -> VerifyTree:
+    """The :class:`VerifyTree` of a tree's depths (``[bs, N]`` or ``[N]``), mask and
+    ``(retrieve_index, next_token, next_sibling)``: the token layout and positions added."""
+    tokens = verify_tokens(bonus_tokens, draft_tokens)  # [bs * N]
+    positions = (seq_lens.unsqueeze(1) + depth).flatten()  # [bs * N]
+    return VerifyTree(tokens, positions, mask, *links)
 
 
 def valid_tree_core(cfg: DraftConfig, parent_list: Tensor, top_scores_index: Tensor) -> Tensor:
@@ -277,7 +278,8 @@ def check_verify(
         return
     name = where.get("where") or BUILD_VERIFY.where
     BUILD_VERIFY.check(*tensors, **where)
-    require_enum(name, "mask_mode", mode, MaskMode)
+    if not isinstance(mode, MaskMode):
+        raise TypeError(f"{name}: mask_mode must be a MaskMode, got {type(mode).__name__}")
     if mode is MaskMode.BITPACKED:
         try:
             bitpacked_dtype(cfg.num_draft_tokens)

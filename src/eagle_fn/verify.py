@@ -29,13 +29,9 @@ def verify_greedy(
 ) -> GreedyVerdict:
     """Accepts the longest draft path the target agrees with greedily (docs/semantics.md §8).
 
-    From the root, each level accepts the first child (in ``retrieve_next_token`` /
-    ``retrieve_next_sibling`` order) whose token equals the target's argmax at the last
-    accepted node, and stops at the first level without one. At most ``num_steps`` levels
-    are walked and sibling lists are followed with bounded work, so looping links terminate.
-    The tokens to commit are ``predicts`` at ``accept_index``: every accepted draft token,
-    then the bonus token the target predicts after the last one. Speculative decoding with
-    this verification emits exactly the tokens of plain greedy decoding.
+    Each level accepts the first child, in link order, whose token is the target's argmax
+    at the last accepted node; looping links terminate. Commit ``predicts`` at
+    ``accept_index``: the accepted drafts, then the target's token after the last one.
 
     Args:
         cfg: the draft configuration.
@@ -59,16 +55,9 @@ def verify_greedy(
     """
     if not VERIFY_GREEDY.fits(cfg, verify_tree, target_predict):
         VERIFY_GREEDY.check(cfg, verify_tree, target_predict)
-    vt = verify_tree
-    bs_n = vt.draft_tokens.shape[0]
-    return greedy_core(
-        cfg,
-        vt.draft_tokens,
-        vt.retrieve_index,
-        vt.retrieve_next_token,
-        vt.retrieve_next_sibling,
-        target_predict.reshape(bs_n),  # [bs * N]
-    )
+    vt, flat = verify_tree, target_predict.reshape(-1)  # [bs * N]
+    links = (vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
+    return greedy_core(cfg, vt.draft_tokens, *links, flat)
 
 
 def greedy_core(
