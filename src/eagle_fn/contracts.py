@@ -49,7 +49,7 @@ class _Slot(NamedTuple):
     dtype: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity hash: cheap cache keys for module constants
 class Contract:
     """The tensor arguments of one entry point, after ``cfg``, in checking order."""
 
@@ -87,13 +87,16 @@ class Contract:
         if type(cfg) is not DraftConfig:
             return False
         try:
-            flat = self._tensors(cfg, values, self.where)
-            binders, first_float = _binders(self, cfg)
-            sizes = tuple(flat[i].shape[d] for i, d in binders)
-            dtype = flat[first_float].dtype if first_float >= 0 else None
-            if first_float >= 0 and dtype not in SCORE_DTYPES:
+            plan = _plan(self, cfg)
+            flat = values if plan.plain else self._tensors(cfg, values, self.where)
+            sizes = tuple([flat[i].shape[d] for i, d in plan.binders])
+            dtype = flat[plan.first_float].dtype if plan.first_float >= 0 else None
+            if plan.first_float >= 0 and dtype not in SCORE_DTYPES:
                 return False  # the check names the wrong dtype
-            expected = _signatures(self, cfg, sizes, dtype, device or flat[0].device)
+            key = (sizes, dtype, device or flat[0].device)
+            expected = plan.expected.get(key)
+            if expected is None:
+                expected = plan.expected.setdefault(key, _signatures(plan, cfg, *key))
             return [(t.shape, t.dtype, t.device, t.layout) for t in flat] == expected
         except (AttributeError, IndexError, TypeError, ValueError):
             return False
@@ -195,9 +198,16 @@ def _slots(contract: Contract, cfg: DraftConfig) -> tuple[_Slot, ...]:
     return tuple(slots)
 
 
+class _Plan(NamedTuple):
+    slots: tuple[_Slot, ...]
+    binders: tuple[tuple[int, int], ...]  # (flat tensor, dim) binding each unknown symbol
+    first_float: int  # flat index of the first float tensor, -1 if none
+    plain: bool  # every argument is one tensor: the values are already flat
+    expected: dict[tuple[Any, ...], list[Any]]  # the fast path's signatures, by key
+
+
 @functools.lru_cache(maxsize=256)
-def _binders(contract: Contract, cfg: DraftConfig) -> tuple[tuple[tuple[int, int], ...], int]:
-    """Where each unknown symbol is bound (flat tensor, dim), and the first float tensor."""
+def _plan(contract: Contract, cfg: DraftConfig) -> _Plan:
     slots, known = _slots(contract, cfg), set(symbols(cfg))
     binders = []
     for i, slot in enumerate(slots):
@@ -206,20 +216,16 @@ def _binders(contract: Contract, cfg: DraftConfig) -> tuple[tuple[tuple[int, int
                 known.add(dim)
                 binders.append((i, d))
     floats = [i for i, slot in enumerate(slots) if slot.dtype == FLOAT] + [-1]
-    return tuple(binders), floats[0]
+    plain = all(isinstance(spec, Arg) and spec.later is None for _, spec in contract.args)
+    return _Plan(slots, tuple(binders), floats[0], plain, {})
 
 
-@functools.lru_cache(maxsize=1024)
 def _signatures(
-    contract: Contract,
-    cfg: DraftConfig,
-    sizes: tuple[int, ...],
-    dtype: torch.dtype | None,
-    device: torch.device,
+    plan: _Plan, cfg: DraftConfig, sizes: tuple[int, ...], dtype: Any, device: torch.device
 ) -> list[tuple[torch.Size, torch.dtype | None, torch.device, torch.layout]]:
-    slots, env = _slots(contract, cfg), symbols(cfg)
-    for (i, d), size in zip(_binders(contract, cfg)[0], sizes, strict=True):
-        env[_dims(slots[i].shape)[d]] = size
+    env = symbols(cfg)
+    for (i, d), size in zip(plan.binders, sizes, strict=True):
+        env[_dims(plan.slots[i].shape)[d]] = size
     return [
         (
             torch.Size(_eval(d, env) for d in _dims(slot.shape)),
@@ -227,7 +233,7 @@ def _signatures(
             device,
             torch.strided,
         )
-        for slot in slots
+        for slot in plan.slots
     ]
 
 

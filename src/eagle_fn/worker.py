@@ -76,6 +76,11 @@ class DraftOrganizer:
         self.compiled = compiled_paths(compile, self.device, frozenset(PATHS))
         self.backend = resolve_backend(backend, self.device)
         self._warned = False
+        self._wheres = {  # the keyword arguments of the checks, built once
+            method: {"where": f"DraftOrganizer.{method}", "device": self.device}
+            | {"device_label": "the worker"}
+            for method in ("organize", "organize_steps", "build_verify")
+        }
         self.reconfigure(cfg)
 
     def reconfigure(self, cfg: DraftConfig) -> None:
@@ -142,5 +147,4 @@ class DraftOrganizer:
         return False
 
     def _where(self, method: str) -> dict[str, Any]:
-        where = f"DraftOrganizer.{method}"
-        return {"where": where, "device": self.device, "device_label": "the worker"}
+        return self._wheres[method]
