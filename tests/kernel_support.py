@@ -68,11 +68,15 @@ def hard_scores(draw_choice, width, dtype, *, start=0, signed=True):
     the order of equal negative scores unspecified: probabilities never are). ``signed=False``
     leaves out +inf and negatives, for inputs whose products must not tie below zero.
     """
-    pool = [
+    low = [
         0.0,
         -0.0,
         neighbours(0.0, 1, dtype),
         neighbours(0.0, 2, dtype),
+        float("-inf"),
+        float("nan"),
+    ]
+    high = [
         0.25,
         neighbours(0.25, 1, dtype),
         0.5,
@@ -80,9 +84,10 @@ def hard_scores(draw_choice, width, dtype, *, start=0, signed=True):
         neighbours(0.5, 1, dtype),
         1.0,
         neighbours(1.0, -1, dtype),
-        float("-inf"),
-        float("nan"),
     ]
+    # Half the rows draw from the bottom of the order only, so that the cut between selected
+    # and dropped falls among zeros, subnormals, NaN and -inf too.
+    pool = low if draw_choice(2) else low + high
     row, has_inf = [], False
     for g in range(width):
         choice = draw_choice(len(pool) + 2)
