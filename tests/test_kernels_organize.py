@@ -6,9 +6,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch._dynamo.utils import counters
+from torch.fx.experimental.dynamic_spec import SeqSpec, ShapeVar, TensorSpec
 
 from drafts import KINDS, configs, draft_lists, step_inputs
-from eagle_fn import DraftConfig, kernels, organize_tree, select_top_k
+from eagle_fn import DraftConfig, _compile, kernels, organize_tree, select_top_k
 from eagle_fn.kernels import organize as kernel_organize
 from eagle_fn.kernels import selection as kernel_selection
 from eagle_fn.profiling import OpCounter
@@ -277,19 +278,37 @@ def test_select_rejects_what_torch_rejects(step, shapes, error):
     assert str(actual.value) == str(expected.value)
 
 
-def test_compiled_calls_equal_eager(device):
-    # One graph, no breaks: the ops trace (into the kernel on a GPU, as an opaque call under
-    # the interpreter, whose kernels cannot run on the fake tensors tracing uses).
+@pytest.mark.compiled
+def test_compiled_with_a_dynamic_batch_equals_eager(device):
+    # The worker's compile: fullgraph, unbacked batch. One graph per function over every bs,
+    # no breaks. The ops trace into the kernel launch on a GPU, and stay an opaque call under
+    # the interpreter, whose kernels cannot run on the fake tensors tracing uses.
     cfg = DraftConfig(4, 3, 8)
+    bs, rows = ShapeVar("bs"), ShapeVar("rows")
+    steps = range(cfg.num_steps)
+    organize = _compile.compile_fn(
+        kernel_organize._organize_tree,
+        enabled=True,
+        shapes={
+            "score_list": SeqSpec([TensorSpec([bs, None, None]) for _ in steps]),
+            "token_list": SeqSpec([TensorSpec([bs, None]) for _ in steps]),
+            "parents_list": SeqSpec([TensorSpec([bs, None]) for _ in steps]),
+        },
+    )
+    later = {"topk_p": TensorSpec([rows, None]), "topk_index": TensorSpec([rows, None])}
+    step = _compile.compile_fn(
+        kernel_selection._next_step,
+        enabled=True,
+        shapes={**later, "scores": TensorSpec([bs, None])},
+    )
     gen = torch.Generator().manual_seed(4)
-    lists = draft_lists(cfg, 3, gen, "ties", device)
-    inputs = step_inputs(cfg, 1, 3, gen, "nan", device)
     torch._dynamo.reset()
     counters.clear()
-    organize = torch.compile(kernel_organize._organize_tree, fullgraph=True)
-    step = torch.compile(kernel_selection._next_step, fullgraph=True)
-    assert_trees_equal(organize(cfg, *lists), organize_tree(cfg, *lists))
-    assert_steps_equal(step(cfg, 1, *inputs), select_top_k(cfg, 1, *inputs), device)
+    for batch in (2, 1, 0, 3):
+        lists = draft_lists(cfg, batch, gen, "ties", device)
+        assert_trees_equal(organize(cfg, *lists), organize_tree(cfg, *lists))
+        inputs = step_inputs(cfg, 1, batch, gen, "nan", device)
+        assert_steps_equal(step(cfg, 1, *inputs), select_top_k(cfg, 1, *inputs), device)
     assert counters["stats"]["unique_graphs"] == 2
     assert not counters["graph_break"]
     torch._dynamo.reset()

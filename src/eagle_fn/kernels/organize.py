@@ -108,7 +108,7 @@ def _organize_impl(
         PARENT_SLOTS=min(steps - 1, MAX_SLOTS),
         W=width,
         N1=num_draft_tokens - 1,
-        PW=parent_list.shape[1],
+        PW=k * (steps - 1) + 1 if steps > 1 else 0,  # parent_width, a plain int
         WIDE=any(t.dtype == torch.float64 for t in score_list),
         BLOCK=block(width),
     )
