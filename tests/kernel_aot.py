@@ -1,32 +1,28 @@
 """Compiles every kernel for a Hopper GPU with Triton's real compiler; no GPU needed.
 
-Run as a script, in a process without ``TRITON_INTERPRET`` (the interpreter accepts Python
-the compiler rejects). Prints one line per kernel variant: its name and whether its PTX
-flushes subnormals (``.ftz``), which would break the exact compares and products.
+Run as a script (``python tests/kernel_aot.py``), which drops ``TRITON_INTERPRET``: the
+interpreter accepts Python the compiler rejects. Prints one line per kernel variant: its name
+and whether its PTX flushes subnormals (``.ftz``), which would break exact compares and products.
 """
 
 import os
 import sys
 
-os.environ.pop("TRITON_INTERPRET", None)
-os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-
-from eagle_fn.kernels import organize, selection
-
-TARGET = GPUTarget("cuda", 90, 32)
 TYPES = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64"}
 
 
 def build(kernel, signature, constants):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
     signature = {**signature, **dict.fromkeys(constants, "constexpr")}
-    return triton.compile(ASTSource(kernel, signature, constants), target=TARGET)
+    return triton.compile(ASTSource(kernel, signature, constants), target=GPUTarget("cuda", 90, 32))
 
 
 def organize_variant(k, steps, n, dtype):
+    from eagle_fn.kernels import organize
+
     signature, constants = {}, {}
     for prefix, kind, count in (
         ("s", TYPES[dtype], steps),
@@ -48,12 +44,14 @@ def organize_variant(k, steps, n, dtype):
         N1=n - 1,
         PW=k * (steps - 1) + 1 if steps > 1 else 0,
         WIDE=dtype == "float64",
-        BLOCK=max(16, min(64, triton.next_power_of_2(width))),
+        BLOCK=max(16, min(64, 1 << (width - 1).bit_length())),
     )
     return build(organize._organize_tree_kernel, signature, constants)
 
 
 def next_step_variant(k, dtype):
+    from eagle_fn.kernels import selection
+
     ptr = TYPES[dtype]
     signature = {
         "p_ptr": ptr,
@@ -71,6 +69,12 @@ def next_step_variant(k, dtype):
 
 
 def main():
+    # Only here, never at import: pytest's --doctest-modules imports this file too, and the
+    # kernel tests need the interpreter's kernels in their own process.
+    os.environ.pop("TRITON_INTERPRET", None)
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    from eagle_fn.kernels import selection
+
     variants = {
         "organize k4 S4 float32": lambda: organize_variant(4, 4, 16, "float32"),
         "organize k2 S1 bfloat16": lambda: organize_variant(2, 1, 2, "bfloat16"),
