@@ -189,6 +189,19 @@ def test_select_rounds_every_product_like_torch(dtype, device):
     assert torch.equal(out.score_entry.view(torch.uint8), expand.view(torch.uint8))  # bits
 
 
+@pytest.mark.parametrize("k", [9, 12])
+@pytest.mark.parametrize("kind", ["ties", "nan"])
+def test_select_ranks_across_tiles(k, kind, device):
+    # k * k > 64 candidates: the ranking runs over several 64-wide tiles.
+    cfg = DraftConfig(k, 2, 2)
+    gen = torch.Generator().manual_seed(k)
+    for dtype in (torch.bfloat16, torch.float64):
+        inputs = step_inputs(cfg, 1, 2, gen, kind, device, dtype)
+        assert_steps_equal(
+            kernels.select_top_k(cfg, 1, *inputs), select_top_k(cfg, 1, *inputs), device
+        )
+
+
 # --- shared properties ---------------------------------------------------------------------
 
 
@@ -208,10 +221,14 @@ def op_cases(device):
     gen = torch.Generator().manual_seed(1)
     scores, tokens, parents = draft_lists(cfg, 2, gen, "ties", device, torch.bfloat16)
     p, index, prev = step_inputs(cfg, 1, 2, gen, "ties", device)  # opcheck: NaN != NaN
+    empty = [t[:0] for t in scores], [t[:0] for t in tokens], [t[:0] for t in parents]
     return [
         (kernel_organize.organize_tree_op, (scores, tokens, parents, 4, 8)),
+        (kernel_organize.organize_tree_op, (*empty, 4, 8)),
         (kernel_selection.first_step_op, (index[:2], 4)),
+        (kernel_selection.first_step_op, (index[:0], 4)),
         (kernel_selection.next_step_op, (p, index, prev, 4, 4)),
+        (kernel_selection.next_step_op, (p[:0], index[:0], prev[:0], 4, 4)),
     ]
 
 
