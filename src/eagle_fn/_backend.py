@@ -1,27 +1,102 @@
-"""Backends: the torch functions or the fused Triton kernels, chosen by EAGLE_FN_BACKEND."""
+"""Backend selection: the torch functions or the fused Triton kernels, by device and setting.
+
+``EAGLE_FN_BACKEND`` (or an explicit ``backend=``) takes ``torch``, ``triton`` or ``auto``:
+
+- ``auto`` (also when unset): Triton on CUDA devices when ``triton`` is importable, torch
+  everywhere else. CPU tensors stay on torch even under ``TRITON_INTERPRET=1``: the
+  interpreter is a test harness, far slower than the torch functions.
+- ``torch``: the reference functions, on any device.
+- ``triton``: the kernels, or a ``RuntimeError`` saying why they cannot run. They run on CUDA
+  devices (ROCm's included), and on CPU tensors only when ``TRITON_INTERPRET=1`` was set
+  before :mod:`eagle_fn.kernels` was first imported (Triton decides at decoration time).
+"""
 
 from __future__ import annotations
 
 import enum
+import functools
+import importlib.util
 import os
 
 import torch
 
 ENV_VAR = "EAGLE_FN_BACKEND"
+INTERPRET_VAR = "TRITON_INTERPRET"
 
 
 class Backend(enum.Enum):
+    """Values of ``EAGLE_FN_BACKEND``; :func:`resolve_backend` never returns ``AUTO``."""
+
     TORCH = "torch"
     TRITON = "triton"
     AUTO = "auto"
 
 
-def resolve_backend(backend: object, device: torch.device) -> Backend:
-    """The backend for ``device``: ``backend`` if given, else the variable; ``auto`` is torch."""
-    raw = os.environ.get(ENV_VAR, "auto") if backend is None else backend
+def parse_backend(value: str | Backend, *, source: str = "backend") -> Backend:
+    """The :class:`Backend` named by ``value``; a ``ValueError`` lists the valid names."""
+    if isinstance(value, Backend):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"{source} must be a str, a Backend or None, got {type(value).__name__}")
     try:
-        chosen = Backend(raw)
+        return Backend(value)
     except ValueError:
-        allowed = ", ".join(repr(b.value) for b in Backend)
-        raise ValueError(f"{ENV_VAR} must be one of {allowed} or unset, got {raw!r}") from None
-    return Backend.TORCH if chosen is Backend.AUTO else chosen
+        valid = ", ".join(repr(b.value) for b in Backend)
+        raise ValueError(f"{source} must be one of {valid}, got {value!r}") from None
+
+
+def backend_from_env() -> Backend:
+    """Parses ``EAGLE_FN_BACKEND``; unset (or empty) means ``auto``."""
+    raw = os.environ.get(ENV_VAR) or Backend.AUTO.value
+    return parse_backend(raw, source=f"{ENV_VAR} (or unset)")
+
+
+def resolve_backend(backend: str | Backend | None, device: torch.device) -> Backend:
+    """The backend that serves tensors on ``device``: ``TORCH`` or ``TRITON``.
+
+    Args:
+        backend: ``"torch"``, ``"triton"``, ``"auto"`` or a :class:`Backend`; ``None`` reads
+            ``EAGLE_FN_BACKEND``.
+        device: the device of the tensors the backend will see.
+
+    Example:
+        >>> from eagle_fn._backend import resolve_backend
+        >>> resolve_backend("auto", torch.device("cpu"))
+        <Backend.TORCH: 'torch'>
+    """
+    choice = backend_from_env() if backend is None else parse_backend(backend)
+    if choice is Backend.TORCH:
+        return Backend.TORCH
+    if choice is Backend.AUTO:
+        return Backend.TRITON if device.type == "cuda" and triton_available() else Backend.TORCH
+    reason = triton_unavailable_reason(device)
+    if reason is not None:
+        raise RuntimeError(f"backend 'triton' cannot run on {device}: {reason}")
+    return Backend.TRITON
+
+
+def triton_unavailable_reason(device: torch.device) -> str | None:
+    """Why the kernels cannot run on ``device``, or ``None`` when they can."""
+    if not triton_available():
+        return "the triton package is not installed (pip install triton)"
+    if device.type == "cuda":
+        return None
+    if device.type == "cpu":
+        if interpreting():
+            return None
+        return (
+            f"Triton kernels run on CPU tensors only in interpreter mode; set "
+            f"{INTERPRET_VAR}=1 before eagle_fn.kernels is first imported"
+        )
+    return f"Triton kernels need a CUDA device or CPU tensors, got device type {device.type!r}"
+
+
+def interpreting() -> bool:
+    """Whether ``TRITON_INTERPRET`` is on, read as Triton reads it (``1``, ``true`` or ``on``)."""
+    return os.environ.get(INTERPRET_VAR, "").strip().lower() in ("1", "true", "on")
+
+
+@functools.cache
+def triton_available() -> bool:
+    """Whether ``triton`` can be imported, found without importing it (which takes seconds)."""
+    return importlib.util.find_spec("triton") is not None

@@ -65,24 +65,24 @@ class Contract:
         where = where or self.where
         cfg = require_config(where, cfg)
         env = symbols(cfg)
-        seen: dict[str, Any] = {"device": device.get("device"), "float": None}
+        seen = device.get("device")
         label = device.get("device_label") or self.device_label
         for slot, value in zip(_slots(self, cfg), self._tensors(cfg, values, where), strict=True):
             tensor = require_tensor(where, slot.name, value)
             _check_shape(where, slot, tensor, env)
-            _check_dtype(where, slot, tensor, seen)
-            if seen["device"] is None:
-                seen["device"], label = tensor.device, label or slot.name
-            elif tensor.device != seen["device"]:
+            _check_dtype(where, slot, tensor)
+            if seen is None:
+                seen, label = tensor.device, label or slot.name
+            elif tensor.device != seen:
                 raise ValueError(
-                    f"{where}: {slot.name} is on {tensor.device}, expected {seen['device']} "
+                    f"{where}: {slot.name} is on {tensor.device}, expected {seen} "
                     f"(the device of {label})"
                 )
 
     def fits(self, cfg: object, *values: Any, device: torch.device | None = None) -> bool:
         """The fast, non-raising predicate: True only where :meth:`check` passes.
 
-        Float arguments must share one dtype here as in :meth:`check`.
+        Float arguments must share one dtype here; :meth:`check` accepts any mix of them.
         """
         if type(cfg) is not DraftConfig:
             return False
@@ -170,18 +170,11 @@ def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -
         raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
 
 
-def _check_dtype(where: str, slot: _Slot, tensor: Tensor, seen: dict[str, Any]) -> None:
+def _check_dtype(where: str, slot: _Slot, tensor: Tensor) -> None:
     if slot.dtype == INT64 and tensor.dtype != torch.int64:
         raise TypeError(f"{where}: {slot.name} must be an int64 tensor, got {tensor.dtype}")
     if slot.dtype == FLOAT and tensor.dtype not in SCORE_DTYPES:
         raise TypeError(f"{where}: {slot.name} must be {_FLOATS}, got {tensor.dtype}")
-    if slot.dtype == FLOAT and seen["float"] is None:
-        seen["float"] = (tensor.dtype, slot.name)
-    elif slot.dtype == FLOAT and tensor.dtype != seen["float"][0]:
-        raise TypeError(
-            f"{where}: {slot.name} must have the dtype of {seen['float'][1]} "
-            f"({seen['float'][0]}), got {tensor.dtype}"
-        )
 
 
 @functools.lru_cache(maxsize=256)

@@ -71,9 +71,22 @@ def build_verify_tree(
         >>> vt.tree_mask.view(4, 4).int().tolist()
         [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]]
     """
-    check_verify(cfg, tree, bonus_tokens, seq_lens, mask_mode)
-    total = full_mask_length("build_verify_tree", cfg, seq_lens, mask_mode, seq_lens_sum)
-    return verify_core(cfg, *tree, bonus_tokens, seq_lens, mask_mode, total)
+    options = {"mask_mode": mask_mode, "seq_lens_sum": seq_lens_sum}
+    return verify_core(*verify_args(cfg, tree, bonus_tokens, seq_lens, **options))
+
+
+def verify_args(
+    cfg: Any, tree: Any, bonus_tokens: Any, seq_lens: Any, **options: Any
+) -> tuple[Any, ...]:
+    """:func:`build_verify_tree`'s arguments, checked, as :func:`verify_core` takes them:
+    the tree's fields spread, and the FULL mask's length in place of ``seq_lens_sum``."""
+    mode = options.pop("mask_mode", MaskMode.QLEN)
+    seq_lens_sum = options.pop("seq_lens_sum", None)
+    if options:
+        raise TypeError(f"build_verify_tree: unexpected keyword arguments {sorted(options)}")
+    check_verify(cfg, tree, bonus_tokens, seq_lens, mode)
+    total = full_mask_length("build_verify_tree", cfg, seq_lens, mode, seq_lens_sum)
+    return cfg, *tree, bonus_tokens, seq_lens, mode, total
 
 
 def is_valid_tree(cfg: DraftConfig, tree: DraftTree) -> Tensor:

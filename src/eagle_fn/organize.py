@@ -42,7 +42,7 @@ def organize_tree(
             :class:`~eagle_fn.DraftStep` (``score_entry``, ``token_entry``, ``parents_entry``).
 
     Shapes:
-        ``score_list[0] [bs, 1, k]``, ``score_list[i] [bs, k, k]`` (floating, one dtype);
+        ``score_list[0] [bs, 1, k]``, ``score_list[i] [bs, k, k]`` (floating);
         ``token_list[0] [bs, k]``, ``token_list[i] [bs, k * k]`` (int64);
         ``parents_list[0] [bs, k + 1]``, ``parents_list[i] [bs, k]`` (int64).
         Returns ``parent_list [bs, parent_width]`` and ``[bs, N - 1]`` index and tokens.
@@ -58,9 +58,14 @@ def organize_tree(
         >>> tree.top_scores_index.tolist(), tree.draft_tokens.tolist(), tree.parent_list.tolist()
         ([[0, 1, 4]], [[7, 9, 3]], [[-1, 0, 1]])
     """
+    return tree_core(*tree_args(cfg, score_list, token_list, parents_list))
+
+
+def tree_args(cfg: Any, score_list: Any, token_list: Any, parents_list: Any) -> tuple[Any, ...]:
+    """:func:`organize_tree`'s arguments, checked, as :func:`tree_core` takes them."""
     if not ORGANIZE_TREE.fits(cfg, score_list, token_list, parents_list):
         ORGANIZE_TREE.check(cfg, score_list, token_list, parents_list)
-    return tree_core(cfg, score_list, token_list, parents_list)
+    return cfg, score_list, token_list, parents_list
 
 
 def organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -> DraftTree:

@@ -6,6 +6,8 @@ scores first, NaN counted as -inf, equal scores by the lower index.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -60,10 +62,16 @@ def select_top_k(
         >>> nxt.input_ids.tolist(), nxt.hidden_index.tolist(), nxt.parents_entry.tolist()
         ([3, 1], [1, 0], [[4, 2]])
     """
-    check_select(cfg, step, topk_p, topk_index, scores)
+    return select_core(*select_args(cfg, step, topk_p, topk_index, scores))
+
+
+def select_core(
+    cfg: DraftConfig, step: int, topk_p: Tensor, topk_index: Tensor, scores: Tensor | None
+) -> DraftStep:
+    """:func:`select_top_k` without its checks."""
     if step == 0:
         return first_step(cfg, topk_p, topk_index)
-    assert scores is not None  # checked above; narrows the type
+    assert scores is not None  # checked by select_args; narrows the type
     return next_step(cfg, step, topk_p, topk_index, scores)
 
 
@@ -103,10 +111,10 @@ def next_step(
     )
 
 
-def check_select(
-    cfg: object, step: object, topk_p: object, topk_index: object, scores: object
-) -> None:
-    """:func:`select_top_k`'s checks: the step, then its step's contract."""
+def select_args(
+    cfg: Any, step: Any, topk_p: Any, topk_index: Any, scores: Any = None
+) -> tuple[Any, ...]:
+    """:func:`select_top_k`'s arguments, checked (the step, then that step's contract)."""
     where = "select_top_k"
     cfg = require_config(where, cfg)
     if not isinstance(step, int) or isinstance(step, bool):
@@ -123,6 +131,7 @@ def check_select(
         SELECT_FIRST.check(cfg, topk_p, topk_index)
     if step > 0 and not SELECT_NEXT.fits(cfg, scores, topk_p, topk_index):
         SELECT_NEXT.check(cfg, scores, topk_p, topk_index)
+    return cfg, step, topk_p, topk_index, scores
 
 
 # Scores of up to 32 bits rank by a float64 key, score * (1 - g * 2**-40) - g * 2**-1060 for

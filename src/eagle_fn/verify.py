@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -53,11 +54,16 @@ def verify_greedy(
         >>> verdict.accept_index.tolist(), verdict.num_accepted.tolist(), verdict.predicts.tolist()
         ([[0, 1, -1]], [1], [7, 8, 0])
     """
+    return greedy_core(*greedy_args(cfg, verify_tree, target_predict))
+
+
+def greedy_args(cfg: Any, verify_tree: Any, target_predict: Any) -> tuple[Any, ...]:
+    """:func:`verify_greedy`'s arguments, checked, as :func:`greedy_core` takes them."""
     if not VERIFY_GREEDY.fits(cfg, verify_tree, target_predict):
         VERIFY_GREEDY.check(cfg, verify_tree, target_predict)
     vt, flat = verify_tree, target_predict.reshape(-1)  # [bs * N]
     links = (vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
-    return greedy_core(cfg, vt.draft_tokens, *links, flat)
+    return cfg, vt.draft_tokens, *links, flat
 
 
 def greedy_core(

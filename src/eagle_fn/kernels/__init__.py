@@ -1,0 +1,23 @@
+"""Fused Triton kernels with the torch functions' signatures and outputs, one launch each.
+
+Each public function checks its inputs exactly like its torch twin, then calls one registered
+``torch.ops.eagle_fn`` operator that launches one kernel. Requires ``triton``; the rest of
+eagle_fn does not. On CPU tensors the kernels run only under ``TRITON_INTERPRET=1``, set
+before this package is first imported (docs/kernels.md).
+"""
+
+# mypy: disable-error-code="import-untyped, import-not-found"
+
+try:
+    import triton  # noqa: F401
+except ImportError as error:
+    raise ImportError(
+        "eagle_fn.kernels needs the triton package (pip install triton); the torch functions "
+        "of eagle_fn work without it"
+    ) from error
+
+from .organize import organize_tree, tree_core
+from .selection import select_top_k
+
+# The public functions, and the unchecked functions the worker's triton paths use.
+__all__ = ["organize_tree", "select_top_k", "tree_core"]

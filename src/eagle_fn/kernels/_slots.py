@@ -1,0 +1,112 @@
+"""Slot lists in Triton: read the concatenation of up to 16 tensors without concatenating.
+
+A draft loop hands over one tensor per step. A kernel cannot take a list of pointers, so each
+list travels as 16 pointer arguments (``None`` for the unused ones, which costs nothing: Triton
+makes a ``None`` argument a compile-time constant). Slot ``0`` holds ``FIRST`` entries per row,
+each later slot ``STEP``, and the last slot runs to ``TOTAL``: a longer list is passed with its
+tail concatenated into the last slot, which is where that layout puts it.
+"""
+
+# ruff: noqa: ANN001, ANN202, N803  (Triton kernels: untyped tensor args, CAPS constexprs)
+# mypy: allow-untyped-defs, disable-error-code="import-untyped, import-not-found"
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from ._floats import widen
+
+MAX_SLOTS = 16
+
+
+def slot_args(tensors: list[Tensor]) -> list[Tensor | None]:
+    """``MAX_SLOTS`` kernel arguments: contiguous row-major slots, then ``None`` padding."""
+    if len(tensors) > MAX_SLOTS:
+        tail = torch.cat(tensors[MAX_SLOTS - 1 :], dim=1)  # [bs, rest...] the last slot
+        tensors = [*tensors[: MAX_SLOTS - 1], tail]
+    slots: list[Tensor | None] = [t.contiguous() for t in tensors]
+    return slots + [None] * (MAX_SLOTS - len(slots))
+
+
+@triton.jit
+def pick(j: tl.constexpr, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15):
+    """Argument ``a<j>`` for a compile-time ``j``."""
+    if j == 0:
+        slot = a0
+    elif j == 1:
+        slot = a1
+    elif j == 2:
+        slot = a2
+    elif j == 3:
+        slot = a3
+    elif j == 4:
+        slot = a4
+    elif j == 5:
+        slot = a5
+    elif j == 6:
+        slot = a6
+    elif j == 7:
+        slot = a7
+    elif j == 8:
+        slot = a8
+    elif j == 9:
+        slot = a9
+    elif j == 10:
+        slot = a10
+    elif j == 11:
+        slot = a11
+    elif j == 12:
+        slot = a12
+    elif j == 13:
+        slot = a13
+    elif j == 14:
+        slot = a14
+    else:
+        slot = a15
+    return slot
+
+
+@triton.jit
+def load_slots(
+    acc,
+    flat,
+    row,
+    mask,
+    a0,
+    a1,
+    a2,
+    a3,
+    a4,
+    a5,
+    a6,
+    a7,
+    a8,
+    a9,
+    a10,
+    a11,
+    a12,
+    a13,
+    a14,
+    a15,
+    SLOTS: tl.constexpr,
+    FIRST: tl.constexpr,
+    STEP: tl.constexpr,
+    TOTAL: tl.constexpr,
+):
+    """Entries ``flat`` of row ``row`` of the slots' concatenation, cast to ``acc``'s dtype.
+
+    ``acc`` keeps its values where ``mask`` is off or ``flat`` is past ``TOTAL``.
+    """
+    for j in tl.static_range(SLOTS):
+        slot = pick(j, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+        start = 0 if j == 0 else FIRST + STEP * (j - 1)
+        end = TOTAL if j == SLOTS - 1 else FIRST + STEP * j
+        inside = mask & (flat >= start) & (flat < end)
+        value = tl.load(slot + row * (end - start) + (flat - start), mask=inside)
+        if value.dtype == tl.bfloat16:
+            value = widen(value, False)
+        acc = tl.where(inside, value.to(acc.dtype), acc)
+    return acc

@@ -1,0 +1,143 @@
+"""Tree organization in one launch: rank, select, order, gather and the parent table."""
+
+# ruff: noqa: ANN001, ANN202, N803  (Triton kernels: untyped tensor args, CAPS constexprs)
+# mypy: allow-untyped-defs, disable-error-code="import-untyped, import-not-found"
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from .. import organize
+from ..config import DraftConfig
+from ..types import DraftTree, Tensors
+from ._ops import block, fused, launcher, register_op
+from ._rank import count_better, rank_key
+from ._slots import MAX_SLOTS, load_slots, slot_args
+
+
+def tree_core(
+    cfg: DraftConfig,
+    score_list: Tensors,
+    token_list: Tensors,
+    parents_list: Tensors,
+) -> DraftTree:
+    """:func:`eagle_fn.organize.tree_core` as one launch."""
+    parent_list, top, tokens = organize_tree_op(
+        list(score_list), list(token_list), list(parents_list), cfg.topk, cfg.num_draft_tokens
+    )
+    return DraftTree(parent_list, top, tokens)
+
+
+def _organize_fake(
+    score_list: list[Tensor],
+    token_list: list[Tensor],
+    parents_list: list[Tensor],
+    topk: int,
+    num_draft_tokens: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    first = parents_list[0]  # [bs, k + 1] int64
+    bs, steps = first.shape[0], len(parents_list)
+    width = topk * (steps - 1) + 1 if steps > 1 else 0
+    return (
+        first.new_empty((bs, width)),  # [bs, parent_width]
+        first.new_empty((bs, num_draft_tokens - 1)),  # [bs, N - 1]
+        first.new_empty((bs, num_draft_tokens - 1)),  # [bs, N - 1]
+    )
+
+
+def _organize_impl(
+    score_list: list[Tensor],
+    token_list: list[Tensor],
+    parents_list: list[Tensor],
+    topk: int,
+    num_draft_tokens: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    out = _organize_fake(score_list, token_list, parents_list, topk, num_draft_tokens)
+    parent_list, top, tokens = out
+    bs = top.shape[0]
+    if type(bs) is int and bs == 0:  # a symbolic batch of 0 is skipped by Triton's launcher
+        return out
+    k, steps = topk, len(score_list)
+    width = k + (steps - 1) * k * k  # num_candidates
+    launcher(_organize_tree_kernel)[(bs,)](
+        *slot_args(score_list),
+        *slot_args(token_list),
+        *slot_args(parents_list[:-1]),
+        parent_list,
+        top,
+        tokens,
+        K=k,
+        SLOTS=min(steps, MAX_SLOTS),
+        PARENT_SLOTS=min(steps - 1, MAX_SLOTS),
+        W=width,
+        N1=num_draft_tokens - 1,
+        PW=k * (steps - 1) + 1 if steps > 1 else 0,  # parent_width, a plain int
+        WIDE=any(t.dtype == torch.float64 for t in score_list),
+        BLOCK=block(width),
+    )
+    return out
+
+
+@triton.jit
+def _keys(flat, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
+          SLOTS: tl.constexpr, K: tl.constexpr, W: tl.constexpr, WIDE: tl.constexpr,
+          BLOCK: tl.constexpr):  # fmt: skip
+    """Ranking keys of candidates ``flat`` (``-inf`` past ``W``). ``[BLOCK]``."""
+    if WIDE:
+        floor = tl.full([BLOCK], float("-inf"), tl.float64)
+    else:
+        floor = tl.full([BLOCK], float("-inf"), tl.float32)
+    scores = load_slots(floor, flat, row, flat < W,
+                        s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
+                        SLOTS, K, K * K, W)  # fmt: skip
+    return rank_key(scores, WIDE)
+
+
+@triton.jit
+def _organize_tree_kernel(
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
+    t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
+    p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
+    parent_out, index_out, token_out,
+    K: tl.constexpr, SLOTS: tl.constexpr, PARENT_SLOTS: tl.constexpr, W: tl.constexpr,
+    N1: tl.constexpr, PW: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    # One program per request row. Candidate g is selected when fewer than N - 1 candidates
+    # beat it; its output slot is the number of selected candidates below it (ascending order).
+    row = tl.program_id(0).to(tl.int64)
+    lanes = tl.arange(0, BLOCK)
+    selected = tl.full([], 0, tl.int32)  # selected candidates in earlier tiles
+    for g0 in range(0, W, BLOCK):
+        g = g0 + lanes  # [BLOCK]
+        key_g = _keys(g, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
+                      s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
+        better = tl.zeros([BLOCK], tl.int32)
+        for h0 in range(0, W, BLOCK):
+            h = h0 + lanes  # [BLOCK]
+            key_h = _keys(h, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
+                          s14, s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
+            better += count_better(key_g, g, key_h, h)
+        chosen = (g < W) & (better < N1)  # [BLOCK]
+        ones = chosen.to(tl.int32)
+        slot = row * N1 + selected + tl.cumsum(ones, axis=0) - ones  # [BLOCK] exclusive prefix
+        tl.store(index_out + slot, g.to(tl.int64), mask=chosen)
+        tokens = load_slots(tl.zeros([BLOCK], tl.int64), g, row, chosen,
+                            t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
+                            SLOTS, K, K * K, W)  # fmt: skip
+        tl.store(token_out + slot, tokens, mask=chosen)
+        selected += tl.sum(ones, axis=0)
+    for c0 in range(0, PW, BLOCK):
+        c = c0 + lanes  # [BLOCK]
+        parents = load_slots(tl.zeros([BLOCK], tl.int64), c, row, c < PW,
+                             p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
+                             PARENT_SLOTS, K + 1, K, PW)  # fmt: skip
+        tl.store(parent_out + row * PW + c, parents, mask=c < PW)
+
+
+organize_tree_op = register_op(
+    "organize_tree", _organize_impl, _organize_fake, _organize_tree_kernel
+)
+organize_tree = fused(organize.organize_tree, organize.tree_args, tree_core)

@@ -1,0 +1,103 @@
+"""Setup shared by the kernel tests: the interpreter switch, the device table, value pools.
+
+Import this before anything imports ``eagle_fn.kernels``: without a GPU it turns on Triton's
+interpreter (``TRITON_INTERPRET=1``), which Triton reads when the kernels are decorated. With
+a GPU the kernels compile for real, and CPU tensors are skipped (they need the interpreter).
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+pytest.importorskip("triton", reason="the kernel tests need triton (pip install triton)")
+
+from triton.runtime.interpreter import InterpretedFunction
+
+from eagle_fn.kernels import organize as _kernel_module
+
+INTERPRETED = isinstance(_kernel_module._organize_tree_kernel, InterpretedFunction)
+
+KERNEL_DEVICES = [
+    pytest.param(
+        "cpu",
+        marks=pytest.mark.skipif(
+            not INTERPRETED, reason="CPU tensors need TRITON_INTERPRET=1 before the import"
+        ),
+    ),
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    ),
+]
+
+SCORE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_BITS = {
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+}
+
+
+def resolved(device):
+    """The device as tensors report it (``cuda`` -> ``cuda:0``)."""
+    return torch.empty(0, device=device).device
+
+
+def from_bits(bits, dtype):
+    """Floats of ``dtype`` with the given integer bit patterns (a list of ints)."""
+    return torch.tensor(bits, dtype=_BITS[dtype]).view(dtype)
+
+
+def neighbours(value, ulps, dtype):
+    """``value`` moved by ``ulps`` units in the last place of ``dtype`` (value >= 0)."""
+    bits = torch.tensor([value], dtype=dtype).view(_BITS[dtype]).item()
+    return from_bits([bits + ulps], dtype).item()
+
+
+def hard_scores(draw_choice, width, dtype, *, start=0, signed=True):
+    """A row of ``width`` scores that stresses the ranking, as Python floats exact in dtype.
+
+    ``draw_choice(n)`` picks an int in ``[0, n)``. Entries: zeros of both signs, the two
+    smallest subnormals, exact ties, one-ulp neighbours of 0.25/0.5/1, -inf, NaN, at most
+    one +inf, and negative values, distinct across flat indices ``start + g`` (torch leaves
+    the order of equal negative scores unspecified: probabilities never are). ``signed=False``
+    leaves out +inf and negatives, for inputs whose products must not tie below zero.
+    """
+    low = [
+        0.0,
+        -0.0,
+        neighbours(0.0, 1, dtype),
+        neighbours(0.0, 2, dtype),
+        float("-inf"),
+        float("nan"),
+    ]
+    high = [
+        0.25,
+        neighbours(0.25, 1, dtype),
+        0.5,
+        neighbours(0.5, -1, dtype),
+        neighbours(0.5, 1, dtype),
+        1.0,
+        neighbours(1.0, -1, dtype),
+    ]
+    # Half the rows draw from the bottom of the order only, so that the cut between selected
+    # and dropped falls among zeros, subnormals, NaN and -inf too.
+    pool = low if draw_choice(2) else low + high
+    row, has_inf = [], False
+    for g in range(width):
+        choice = draw_choice(len(pool) + 2)
+        if choice < len(pool):
+            row.append(pool[choice])
+        elif choice == len(pool) and signed and not has_inf:
+            row.append(float("inf"))
+            has_inf = True
+        elif signed:
+            row.append(-float(start + g + 1))  # distinct; exact in every dtype below 256
+        else:
+            row.append(0.125)
+    return row

@@ -1,0 +1,144 @@
+"""EAGLE_FN_BACKEND and backend=: torch, triton or auto, resolved by device and availability."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from eagle_fn import _backend
+from eagle_fn._backend import Backend, backend_from_env, resolve_backend
+
+CPU = torch.device("cpu")
+CUDA = torch.device("cuda", 0)  # only its type is read: no GPU needed
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    monkeypatch.delenv("EAGLE_FN_BACKEND", raising=False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
+@pytest.fixture
+def triton_installed(monkeypatch):
+    monkeypatch.setattr(_backend, "triton_available", lambda: True)
+
+
+@pytest.fixture
+def triton_missing(monkeypatch):
+    monkeypatch.setattr(_backend, "triton_available", lambda: False)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, Backend.AUTO),  # unset
+        ("", Backend.AUTO),  # set but empty, as `EAGLE_FN_BACKEND= cmd` leaves it
+        ("auto", Backend.AUTO),
+        ("torch", Backend.TORCH),
+        ("triton", Backend.TRITON),
+    ],
+)
+def test_env_values(monkeypatch, raw, expected):
+    if raw is not None:
+        monkeypatch.setenv("EAGLE_FN_BACKEND", raw)
+    assert backend_from_env() is expected
+
+
+@pytest.mark.parametrize("raw", ["cuda", "Triton", "1", " torch"])
+def test_invalid_env_value_lists_the_valid_ones(monkeypatch, raw):
+    monkeypatch.setenv("EAGLE_FN_BACKEND", raw)
+    with pytest.raises(ValueError, match="'torch', 'triton', 'auto'") as error:
+        backend_from_env()
+    assert repr(raw) in str(error.value)
+    assert "EAGLE_FN_BACKEND" in str(error.value)
+
+
+def test_invalid_argument_lists_the_valid_ones():
+    with pytest.raises(ValueError, match=r"backend must be one of 'torch', 'triton', 'auto'"):
+        resolve_backend("gpu", CPU)
+    with pytest.raises(TypeError, match="backend must be a str, a Backend or None, got int"):
+        resolve_backend(1, CPU)
+
+
+@pytest.mark.usefixtures("triton_installed")
+@pytest.mark.parametrize(
+    ("backend", "device", "expected"),
+    [
+        ("auto", CUDA, Backend.TRITON),
+        ("auto", CPU, Backend.TORCH),  # the interpreter is a test harness, never a default
+        ("torch", CUDA, Backend.TORCH),
+        ("torch", CPU, Backend.TORCH),
+        ("triton", CUDA, Backend.TRITON),
+        (Backend.TRITON, CUDA, Backend.TRITON),
+        (Backend.AUTO, CUDA, Backend.TRITON),
+    ],
+)
+def test_resolution_with_triton_installed(backend, device, expected):
+    assert resolve_backend(backend, device) is expected
+
+
+@pytest.mark.usefixtures("triton_installed")
+def test_none_reads_the_environment(monkeypatch):
+    assert resolve_backend(None, CUDA) is Backend.TRITON
+    monkeypatch.setenv("EAGLE_FN_BACKEND", "torch")
+    assert resolve_backend(None, CUDA) is Backend.TORCH
+    monkeypatch.setenv("EAGLE_FN_BACKEND", "bogus")
+    with pytest.raises(ValueError, match="EAGLE_FN_BACKEND"):
+        resolve_backend(None, CUDA)
+
+
+@pytest.mark.usefixtures("triton_installed")
+def test_explicit_triton_on_cpu_needs_the_interpreter(monkeypatch):
+    with pytest.raises(RuntimeError, match=r"cannot run on cpu: .*TRITON_INTERPRET=1"):
+        resolve_backend("triton", CPU)
+    for on in ("1", "true", "ON"):  # Triton's own spellings of true
+        monkeypatch.setenv("TRITON_INTERPRET", on)
+        assert resolve_backend("triton", CPU) is Backend.TRITON
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
+        resolve_backend("triton", CPU)
+
+
+@pytest.mark.usefixtures("triton_installed")
+def test_explicit_triton_on_another_device_type_is_refused():
+    with pytest.raises(RuntimeError, match="device type 'meta'"):
+        resolve_backend("triton", torch.device("meta"))
+
+
+@pytest.mark.usefixtures("triton_missing")
+def test_without_triton_auto_is_torch_and_triton_is_refused(monkeypatch):
+    assert resolve_backend("auto", CUDA) is Backend.TORCH
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(RuntimeError, match="triton package is not installed"):
+        resolve_backend("triton", CPU)
+    with pytest.raises(RuntimeError, match="triton package is not installed"):
+        resolve_backend("triton", CUDA)
+
+
+def test_triton_availability_matches_an_import():
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        installed = False
+    else:
+        installed = True
+    assert _backend.triton_available() is installed
+
+
+def test_eagle_fn_imports_without_triton():
+    # A subprocess where `import triton` fails, as on an install without it.
+    code = (
+        "import sys; sys.modules['triton'] = None\n"
+        "import torch, eagle_fn\n"
+        "from eagle_fn._backend import resolve_backend\n"
+        "print(resolve_backend('auto', torch.device('cuda')).value)\n"
+        "try:\n"
+        "    import eagle_fn.kernels\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "torch"
+    assert lines[1].startswith("eagle_fn.kernels needs the triton package (pip install triton)")

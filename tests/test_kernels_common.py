@@ -1,0 +1,122 @@
+"""The kernels' shared machinery: exact float conversions, slot arguments, op registration."""
+
+# ruff: noqa: N803  (Triton kernels name their compile-time constants in capitals)
+
+import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import eagle_fn
+from eagle_fn.kernels import _floats, _ops, _slots
+from kernel_support import KERNEL_DEVICES
+
+_INT = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
+
+
+@triton.jit
+def _widen_kernel(x_ptr, out_ptr, n, WIDE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, _floats.widen(x, WIDE), mask=offs < n)
+
+
+@triton.jit
+def _narrow_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, _floats.narrow(x, out_ptr.dtype.element_ty), mask=offs < n)
+
+
+def same_bits(actual, expected):
+    """Equal bit for bit, except that any NaN equals any NaN (payloads may differ)."""
+    same = actual.view(_INT.get(actual.dtype, torch.int64)) == expected.view(
+        _INT.get(expected.dtype, torch.int64)
+    )
+    return bool((same | (actual.isnan() & expected.isnan())).all())
+
+
+@pytest.fixture(params=KERNEL_DEVICES)
+def device(request):
+    return torch.device(request.param)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("wide", [False, True])
+def test_widen_is_exact_on_every_16_bit_pattern(dtype, wide, device):
+    x = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype).to(device)
+    out = torch.empty(x.shape, dtype=torch.float64 if wide else torch.float32, device=device)
+    _widen_kernel[(x.numel() // 4096,)](x, out, x.numel(), WIDE=wide, BLOCK=4096)
+    assert same_bits(out, x.to(out.dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_narrow_rounds_like_aten(dtype, device):
+    # Every 16-bit value, its midpoints to the next one (ties go to even), one float32 ulp
+    # either side of those, and random patterns: overflow, subnormals, NaN and inf included.
+    wide = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype).float()
+    shift = 16 if dtype is torch.bfloat16 else 13
+    mid = wide.view(torch.int32) + (1 << (shift - 1)) if dtype is torch.bfloat16 else None
+    gen = torch.Generator().manual_seed(0)
+    samples = [
+        wide,
+        torch.randint(-(2**31), 2**31 - 1, (2**16,), generator=gen).view(torch.float32),
+    ]
+    if mid is not None:
+        samples += [(mid + d).view(torch.float32) for d in (-1, 0, 1)]
+    else:
+        between = (wide[:-1].double() + wide[1:].double()) / 2  # exact midpoints in float32
+        samples += [between.float(), torch.nextafter(between.float(), torch.tensor(0.0))]
+    x = torch.cat(samples).to(device)
+    out = torch.empty(x.shape, dtype=dtype, device=device)
+    _narrow_kernel[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
+    assert same_bits(out, x.to(dtype))
+
+
+def test_slot_args_pad_and_fold_the_tail():
+    steps = [torch.full((2, 3), i) for i in range(20)]
+    slots = _slots.slot_args(steps[:3])
+    assert len(slots) == _slots.MAX_SLOTS
+    assert slots[3:] == [None] * (_slots.MAX_SLOTS - 3)
+    folded = _slots.slot_args(steps)
+    assert all(folded[i] is steps[i] for i in range(_slots.MAX_SLOTS - 1))  # no copies
+    assert torch.equal(folded[-1], torch.cat(steps[_slots.MAX_SLOTS - 1 :], dim=1))
+
+
+def test_block_sizes():
+    assert [_ops.block(w) for w in (1, 16, 17, 52, 64, 65, 456)] == [16, 16, 32, 64, 64, 64, 64]
+
+
+def test_ops_are_registered_in_the_eagle_fn_namespace():
+    names = {"organize_tree", "select_top_k_first", "select_top_k_next"}
+    for name in names:
+        op = getattr(torch.ops.eagle_fn, name).default
+        assert op.name() == f"eagle_fn::{name}"
+    # Schemas hold tensors and flat ints only.
+    schema = str(torch.ops.eagle_fn.organize_tree.default._schema)
+    assert "Tensor[] score_list" in schema
+    assert "SymInt topk" in schema
+    assert kernel_support.INTERPRETED or torch.cuda.is_available()
+
+
+def test_every_kernel_compiles_for_a_hopper_gpu():
+    # The interpreter runs Python that Triton's compiler may reject (an early return in a
+    # constexpr branch, say): compile each kernel for sm_90 for real, in a clean process.
+    pytest.importorskip("triton.backends.nvidia", reason="needs Triton's NVIDIA backend")
+    package_root = str(Path(eagle_fn.__file__).parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
+    }
+    script = Path(__file__).with_name("kernel_aot.py")
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert len(lines) == 10
+    assert all(line.endswith("ftz=False") for line in lines), lines  # subnormals kept

@@ -1,0 +1,331 @@
+"""The fused organize and select kernels equal the torch functions bit for bit, in one op."""
+
+import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch._dynamo.utils import counters
+from torch.fx.experimental.dynamic_spec import SeqSpec, ShapeVar, TensorSpec
+
+from drafts import KINDS, configs, draft_lists, step_inputs
+from eagle_fn import DraftConfig, _compile, kernels, organize_tree, select_top_k
+from eagle_fn.kernels import organize as kernel_organize
+from eagle_fn.kernels import selection as kernel_selection
+from eagle_fn.profiling import OpCounter
+from helpers import assert_trees_equal
+from kernel_support import KERNEL_DEVICES, SCORE_DTYPES, hard_scores, resolved
+
+# The interpreter runs a kernel in Python: keep the property tests to small drafts.
+FEW = settings(max_examples=25)
+
+
+@pytest.fixture(params=KERNEL_DEVICES)
+def device(request):
+    return torch.device(request.param)
+
+
+def dtypes_for(cfg, kind, device):
+    """Every score dtype, except that the interpreter runs the widest draft once (it is slow)."""
+    if device.type == "cpu" and cfg.num_candidates > 100:
+        return (torch.float32,) if kind == "nan" else ()
+    return SCORE_DTYPES
+
+
+def assert_steps_equal(actual, expected, device):
+    assert type(actual) is type(expected)
+    for name, a, e in zip(actual._fields, actual, expected, strict=True):
+        assert a.device == resolved(device), name
+        assert a.shape == e.shape, f"{name}: shape {tuple(a.shape)} != {tuple(e.shape)}"
+        torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=name)
+
+
+def assert_organize_matches(cfg, lists, device):
+    tree = kernels.organize_tree(cfg, *lists)
+    for field in tree:
+        assert field.device == resolved(device)
+    assert_trees_equal(tree, organize_tree(cfg, *lists))
+
+
+def test_the_interpreter_is_on_without_a_gpu():
+    # Guards the setup itself: on a CPU-only machine every kernel test must really run.
+    assert kernel_support.INTERPRETED or torch.cuda.is_available()
+
+
+# --- organize_tree -------------------------------------------------------------------------
+
+
+def test_organize_by_hand(device):
+    # SPEC §4's small case: candidates .6 .4 | .3 .3 .36 .04; the best three are flat 0, 1, 4.
+    cfg = DraftConfig(topk=2, num_steps=2, num_draft_tokens=4)
+    scores = [torch.tensor([[[0.6, 0.4]]]), torch.tensor([[[0.3, 0.3], [0.36, 0.04]]])]
+    tokens = [torch.tensor([[7, 9]]), torch.tensor([[1, 2, 3, 4]])]
+    parents = [torch.tensor([[-1, 0, 1]]), torch.tensor([[4, 2]])]
+    lists = [[t.to(device) for t in step] for step in (scores, tokens, parents)]
+    tree = kernels.organize_tree(cfg, *lists)
+    assert tree.top_scores_index.tolist() == [[0, 1, 4]]
+    assert tree.draft_tokens.tolist() == [[7, 9, 3]]
+    assert tree.parent_list.tolist() == [[-1, 0, 1]]
+
+
+@pytest.mark.parametrize("cfg", configs(), ids=str)
+@pytest.mark.parametrize("kind", KINDS)
+def test_organize_equals_torch_on_draft_loops(cfg, kind, device):
+    gen = torch.Generator().manual_seed(cfg.num_candidates)
+    for dtype in dtypes_for(cfg, kind, device):
+        assert_organize_matches(cfg, draft_lists(cfg, 3, gen, kind, device, dtype), device)
+
+
+@st.composite
+def organize_cases(draw):
+    """(cfg, lists) with arbitrary scores, tokens and parent entries, any dtype mix."""
+    k, steps = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    width = k + (steps - 1) * k * k
+    n = steps + 1 if k == 1 else draw(st.integers(2, width + 1))
+    cfg = DraftConfig(k, steps, n)
+    bs = draw(st.integers(0, 3))
+    mixed = draw(st.booleans())
+    first = draw(st.sampled_from(SCORE_DTYPES))
+    choose = lambda n: draw(st.integers(0, n - 1))  # noqa: E731
+    score_list, token_list, parents_list = [], [], []
+    for i in range(steps):
+        dtype = draw(st.sampled_from(SCORE_DTYPES)) if mixed else first
+        rows, start = (1, 0) if i == 0 else (k, k + k * k * (i - 1))
+        values = [hard_scores(choose, rows * k, dtype, start=start) for _ in range(bs)]
+        score_list.append(torch.tensor(values, dtype=dtype).reshape(bs, rows, k))
+        token_list.append(torch.randint(0, 1000, (bs, rows * k)))
+        parents_list.append(torch.randint(-1, width, (bs, k + (i == 0))))
+    return cfg, (score_list, token_list, parents_list)
+
+
+@FEW
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+@given(case=organize_cases())
+def test_organize_equals_torch_on_arbitrary_lists(case, device):
+    cfg, lists = case
+    assert_organize_matches(cfg, [[t.to(device) for t in step] for step in lists], device)
+
+
+def test_organize_reads_more_steps_than_slots(device):
+    # 18 steps: the op concatenates the tail of each list into its last kernel slot.
+    cfg = DraftConfig(2, 18, 20)
+    gen = torch.Generator().manual_seed(18)
+    assert_organize_matches(cfg, draft_lists(cfg, 2, gen, "ties", device), device)
+
+
+def test_organize_reads_strided_inputs(device):
+    cfg = DraftConfig(3, 3, 8)
+    gen = torch.Generator().manual_seed(3)
+    scores, tokens, parents = draft_lists(cfg, 2, gen, "smooth", device)
+    scores = [s.transpose(1, 2).contiguous().transpose(1, 2) for s in scores]  # column-major
+    tokens = [torch.stack([t, t], dim=2)[:, :, 0] for t in tokens]  # row stride 2 * width
+    assert not scores[1].is_contiguous()
+    assert not tokens[1].is_contiguous()
+    assert_organize_matches(cfg, (scores, tokens, parents), device)
+
+
+# --- select_top_k ---------------------------------------------------------------------------
+
+
+def test_select_by_hand(device):
+    # expand = [[.30, .30], [.36, .04]]: .36 (position 2) first, then the tie at 0 over 1.
+    cfg = DraftConfig(topk=2, num_steps=3, num_draft_tokens=5)
+    p = torch.tensor([[0.5, 0.5], [0.9, 0.1]], device=device)
+    index = torch.tensor([[1, 2], [3, 4]], device=device)
+    out = kernels.select_top_k(cfg, 2, p, index, torch.tensor([[0.6, 0.4]], device=device))
+    assert out.input_ids.tolist() == [3, 1]
+    assert out.hidden_index.tolist() == [1, 0]
+    assert out.parents_entry.tolist() == [[8, 6]]  # step 2 starts at flat index 2 + 4 = 6
+
+
+@pytest.mark.parametrize("cfg", configs(), ids=str)
+@pytest.mark.parametrize("kind", KINDS)
+def test_select_equals_torch_on_draft_inputs(cfg, kind, device):
+    gen = torch.Generator().manual_seed(cfg.num_candidates)
+    for dtype in dtypes_for(cfg, kind, device):
+        for step in range(min(cfg.num_steps, 3)):
+            inputs = step_inputs(cfg, step, 3, gen, kind, device, dtype)
+            out = kernels.select_top_k(cfg, step, *inputs)
+            assert_steps_equal(out, select_top_k(cfg, step, *inputs), device)
+
+
+@st.composite
+def select_cases(draw):
+    """(cfg, step, topk_p, topk_index, scores) with probability-like hard values."""
+    k, steps = draw(st.integers(1, 5)), draw(st.integers(2, 4))
+    cfg = DraftConfig(k, steps, steps + 1 if k == 1 else 2)
+    step, bs = draw(st.integers(1, steps - 1)), draw(st.integers(0, 3))
+    p_dtype = draw(st.sampled_from(SCORE_DTYPES))
+    s_dtype = draw(st.sampled_from(SCORE_DTYPES)) if draw(st.booleans()) else p_dtype
+    choose = lambda n: draw(st.integers(0, n - 1))  # noqa: E731
+    p = [hard_scores(choose, k, p_dtype, signed=False) for _ in range(bs * k)]
+    s = [hard_scores(choose, k, s_dtype, signed=False) for _ in range(bs)]
+    p = torch.tensor(p, dtype=p_dtype).reshape(bs * k, k)
+    s = torch.tensor(s, dtype=s_dtype).reshape(bs, k)
+    return cfg, step, p, torch.randint(0, 1000, (bs * k, k)), s
+
+
+@FEW
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+@given(case=select_cases())
+def test_select_equals_torch_on_hard_values(case, device):
+    cfg, step, p, index, scores = case
+    args = (p.to(device), index.to(device), scores.to(device))
+    out = kernels.select_top_k(cfg, step, *args)
+    assert_steps_equal(out, select_top_k(cfg, step, *args), device)
+
+
+@pytest.mark.parametrize("dtype", SCORE_DTYPES, ids=str)
+def test_select_rounds_every_product_like_torch(dtype, device):
+    # Random bit patterns of [0, 1) in each dtype: the products round exactly as ATen's.
+    cfg = DraftConfig(8, 2, 9)
+    gen = torch.Generator().manual_seed(8)
+    p = torch.rand(4 * 8, 8, generator=gen, dtype=torch.float64).to(dtype).to(device)
+    scores = torch.rand(4, 8, generator=gen, dtype=torch.float64).to(dtype).to(device) * 1e-3
+    out = kernels.select_top_k(
+        cfg, 1, p, torch.zeros(32, 8, dtype=torch.int64, device=device), scores
+    )
+    expand = scores.unsqueeze(2) * p.view(4, 8, 8)
+    assert torch.equal(out.score_entry.view(torch.uint8), expand.view(torch.uint8))  # bits
+
+
+@pytest.mark.parametrize("k", [9, 12])
+@pytest.mark.parametrize("kind", ["ties", "nan"])
+def test_select_ranks_across_tiles(k, kind, device):
+    # k * k > 64 candidates: the ranking runs over several 64-wide tiles.
+    cfg = DraftConfig(k, 2, 2)
+    gen = torch.Generator().manual_seed(k)
+    for dtype in (torch.bfloat16, torch.float64):
+        inputs = step_inputs(cfg, 1, 2, gen, kind, device, dtype)
+        assert_steps_equal(
+            kernels.select_top_k(cfg, 1, *inputs), select_top_k(cfg, 1, *inputs), device
+        )
+
+
+# --- shared properties ---------------------------------------------------------------------
+
+
+def test_batch_of_zero(device):
+    cfg = DraftConfig(4, 3, 8)
+    gen = torch.Generator().manual_seed(0)
+    assert_organize_matches(cfg, draft_lists(cfg, 0, gen, "smooth", device), device)
+    for step in range(2):
+        inputs = step_inputs(cfg, step, 0, gen, "smooth", device)
+        assert_steps_equal(
+            kernels.select_top_k(cfg, step, *inputs), select_top_k(cfg, step, *inputs), device
+        )
+
+
+def op_cases(device):
+    cfg = DraftConfig(4, 3, 8)
+    gen = torch.Generator().manual_seed(1)
+    scores, tokens, parents = draft_lists(cfg, 2, gen, "ties", device, torch.bfloat16)
+    p, index, prev = step_inputs(cfg, 1, 2, gen, "ties", device)  # opcheck: NaN != NaN
+    empty = [t[:0] for t in scores], [t[:0] for t in tokens], [t[:0] for t in parents]
+    return [
+        (kernel_organize.organize_tree_op, (scores, tokens, parents, 4, 8)),
+        (kernel_organize.organize_tree_op, (*empty, 4, 8)),
+        (kernel_selection.first_step_op, (index[:2], 4)),
+        (kernel_selection.first_step_op, (index[:0], 4)),
+        (kernel_selection.next_step_op, (p, index, prev, 4, 4)),
+        (kernel_selection.next_step_op, (p[:0], index[:0], prev[:0], 4, 4)),
+    ]
+
+
+def test_opcheck_every_op(device):
+    for op, args in op_cases(device):
+        torch.library.opcheck(op, args)
+
+
+def test_each_public_call_dispatches_one_op(device):
+    cfg = DraftConfig(4, 3, 8)
+    gen = torch.Generator().manual_seed(2)
+    lists = draft_lists(cfg, 2, gen, "smooth", device)
+    first = step_inputs(cfg, 0, 2, gen, "smooth", device)[:2]
+    later = step_inputs(cfg, 1, 2, gen, "smooth", device)
+    calls = [
+        ("organize_tree", lambda: kernels.organize_tree(cfg, *lists)),
+        ("select_top_k_first", lambda: kernels.select_top_k(cfg, 0, *first)),
+        ("select_top_k_next", lambda: kernels.select_top_k(cfg, 1, *later)),
+    ]
+    for name, call in calls:
+        with OpCounter() as counter:
+            call()
+        assert dict(counter.ops) == {f"eagle_fn.{name}.default": 1}, name
+
+
+ONE_STEP = DraftConfig(2, 1, 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("cfg", [], [], []), TypeError),  # not a DraftConfig
+        ((DraftConfig(2, 2, 3), [], [], []), ValueError),  # lists shorter than num_steps
+        ((ONE_STEP, [torch.zeros(1, 1, 2)], [torch.zeros(1, 2)], [torch.zeros(1, 3)]), TypeError),
+        ((ONE_STEP, [torch.zeros(1, 2)], [torch.zeros(1, 2)], [torch.zeros(1, 3)]), ValueError),
+    ],
+    ids=["cfg", "length", "token dtype", "score rank"],
+)
+def test_organize_rejects_what_torch_rejects(args, error):
+    with pytest.raises(error) as expected:
+        organize_tree(*args)
+    with pytest.raises(error) as actual:
+        kernels.organize_tree(*args)
+    assert str(actual.value) == str(expected.value)
+
+
+@pytest.mark.parametrize(
+    ("step", "shapes", "error"),
+    [
+        (3, [(2, 2), (2, 2), None], ValueError),  # step out of range
+        (0, [(2, 3), (2, 2), None], ValueError),  # topk_p not [bs, topk]
+        (1, [(4, 2), (4, 2), None], ValueError),  # scores missing
+        (1, [(4, 2), (4, 2), (3, 2)], ValueError),  # topk_p not [bs * topk, topk]
+    ],
+)
+def test_select_rejects_what_torch_rejects(step, shapes, error):
+    cfg = DraftConfig(2, 3, 4)
+    p, index, scores = (None if s is None else torch.ones(s) for s in shapes)
+    args = (cfg, step, p, index.long(), scores)
+    with pytest.raises(error) as expected:
+        select_top_k(*args)
+    with pytest.raises(error) as actual:
+        kernels.select_top_k(*args)
+    assert str(actual.value) == str(expected.value)
+
+
+@pytest.mark.compiled
+def test_compiled_with_a_dynamic_batch_equals_eager(device):
+    # The worker's compile: fullgraph, unbacked batch. One graph per function over every bs,
+    # no breaks. The ops trace into the kernel launch on a GPU, and stay an opaque call under
+    # the interpreter, whose kernels cannot run on the fake tensors tracing uses.
+    cfg = DraftConfig(4, 3, 8)
+    bs, rows = ShapeVar("bs"), ShapeVar("rows")
+    steps = range(cfg.num_steps)
+    organize = _compile.compile_fn(
+        kernel_organize.tree_core,
+        enabled=True,
+        shapes={
+            "score_list": SeqSpec([TensorSpec([bs, None, None]) for _ in steps]),
+            "token_list": SeqSpec([TensorSpec([bs, None]) for _ in steps]),
+            "parents_list": SeqSpec([TensorSpec([bs, None]) for _ in steps]),
+        },
+    )
+    later = {"topk_p": TensorSpec([rows, None]), "topk_index": TensorSpec([rows, None])}
+    step = _compile.compile_fn(
+        kernel_selection.next_step,
+        enabled=True,
+        shapes={**later, "scores": TensorSpec([bs, None])},
+    )
+    gen = torch.Generator().manual_seed(4)
+    torch._dynamo.reset()
+    counters.clear()
+    for batch in (2, 1, 0, 3):
+        lists = draft_lists(cfg, batch, gen, "ties", device)
+        assert_trees_equal(organize(cfg, *lists), organize_tree(cfg, *lists))
+        inputs = step_inputs(cfg, 1, batch, gen, "nan", device)
+        assert_steps_equal(step(cfg, 1, *inputs), select_top_k(cfg, 1, *inputs), device)
+    assert counters["stats"]["unique_graphs"] == 2
+    assert not counters["graph_break"]
+    torch._dynamo.reset()
