@@ -1,0 +1,1 @@
+"""Fused Triton kernels with the torch functions' signatures."""

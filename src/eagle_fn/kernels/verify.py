@@ -1,0 +1,162 @@
+"""Fused verify build: the whole verify-ready tree of each request in one Triton program."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..config import DraftConfig
+from ..organize import DraftTree
+from ..verify_tree import (
+    MaskMode,
+    VerifyTree,
+    bitpacked_dtype,
+    check_verify_inputs,
+    full_mask_length,
+    verify_fits,
+)
+from ._kernels_verify import verify_build_kernel
+from ._launch_verify import HAVE_TRITON, interpreted, launch
+
+# The op takes the mask layout as a flat int (schemas hold no enums).
+MASK_CODES = {MaskMode.QLEN: 0, MaskMode.BITPACKED: 1, MaskMode.FULL: 2}
+QLEN, BITPACKED, FULL = 0, 1, 2
+# The kernel writes BITPACKED rows through a signed view of the same width.
+_SIGNED = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32}
+TILE = 4096  # elements of the [rows, N] tiles a program works on at once
+
+
+def build_verify_tree(
+    cfg: DraftConfig,
+    tree: DraftTree,
+    bonus_tokens: Tensor,
+    seq_lens: Tensor,
+    *,
+    mask_mode: MaskMode = MaskMode.QLEN,
+    seq_lens_sum: int | None = None,
+) -> VerifyTree:
+    """:func:`eagle_fn.build_verify_tree` in one fused kernel launch (FULL: fill + kernel).
+
+    Same arguments, checks, errors and outputs, bit for bit, on every input the torch
+    function accepts (malformed trees included; FULL with non-negative ``seq_lens``).
+
+    Args:
+        cfg: the draft configuration.
+        tree: the organized draft, on a CUDA device (CPU under ``TRITON_INTERPRET=1``).
+        bonus_tokens: the last verified token of each request (the root), int64.
+        seq_lens: verified tokens of each request before this round, int64.
+        mask_mode: the tree-mask layout.
+        seq_lens_sum: ``sum(seq_lens)`` for the FULL mask; derived (one host sync) if None.
+
+    Shapes: ``tree.parent_list [bs, parent_width]``, ``tree.top_scores_index,
+    tree.draft_tokens [bs, N - 1]``, ``bonus_tokens, seq_lens [bs]`` -> :class:`VerifyTree`.
+
+    Example:
+        >>> cfg = DraftConfig(topk=2, num_steps=2, num_draft_tokens=4)
+        >>> tree = DraftTree(torch.tensor([[-1, 0, 1]]), torch.tensor([[0, 1, 2]]),
+        ...                  torch.tensor([[7, 9, 4]]))  # candidate 2 is a child of 0
+        >>> vt = build_verify_tree(cfg, tree, torch.tensor([5]), torch.tensor([10]))
+        >>> vt.draft_tokens.tolist(), vt.positions.tolist(), vt.retrieve_next_token.tolist()
+        ([5, 7, 9, 4], [10, 11, 11, 12], [[1, 3, -1, -1]])
+    """
+    where = "build_verify_tree"
+    if not verify_fits(cfg, tree, bonus_tokens, seq_lens, mask_mode):
+        check_verify_inputs(where, cfg, tree, bonus_tokens, seq_lens, mask_mode)
+    require_kernel_device(where, tree.top_scores_index.device)
+    total = full_mask_length(where, cfg, seq_lens, mask_mode, seq_lens_sum)
+    return build_verify_tree_core(
+        cfg, tree.parent_list, tree.top_scores_index, tree.draft_tokens,
+        bonus_tokens, seq_lens, mask_mode, total,
+    )  # fmt: skip
+
+
+def build_verify_tree_core(
+    cfg: DraftConfig,
+    parent_list: Tensor,
+    top_scores_index: Tensor,
+    draft_tokens: Tensor,
+    bonus_tokens: Tensor,
+    seq_lens: Tensor,
+    mask_mode: MaskMode,
+    total: int,
+) -> VerifyTree:
+    """The unchecked kernel path, with the torch core's signature (one op call).
+
+    ``total`` is the FULL mask's length (ignored by the other layouts).
+    """
+    outputs = VERIFY_BUILD(
+        parent_list, top_scores_index, draft_tokens, bonus_tokens, seq_lens,
+        cfg.topk, cfg.num_steps, MASK_CODES[mask_mode], total,
+    )  # fmt: skip
+    return VerifyTree(*outputs)
+
+
+def require_kernel_device(where: str, device: torch.device) -> None:
+    """Triton kernels run on CUDA tensors, or on CPU tensors in the interpreter."""
+    if not HAVE_TRITON:
+        raise RuntimeError(f"{where}: the Triton backend needs the triton package")
+    if device.type != "cuda" and not interpreted(verify_build_kernel):
+        raise ValueError(
+            f"{where}: Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 for CPU "
+            f"tensors), got tensors on {device}"
+        )
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _verify_build(
+    parent_list: Tensor,  # [bs, parent_width]
+    top_scores_index: Tensor,  # [bs, N - 1]
+    draft_tokens: Tensor,  # [bs, N - 1]
+    bonus_tokens: Tensor,  # [bs]
+    seq_lens: Tensor,  # [bs]
+    topk: int,
+    num_steps: int,
+    mask_mode: int,
+    total: int,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    bs, n = top_scores_index.shape[0], top_scores_index.shape[1] + 1
+    tokens = top_scores_index.new_empty(bs * n)  # [bs * N]
+    positions = top_scores_index.new_empty(bs * n)  # [bs * N]
+    index = top_scores_index.new_empty(bs, n)  # [bs, N]
+    next_token = top_scores_index.new_empty(bs, n)  # [bs, N]
+    next_sibling = top_scores_index.new_empty(bs, n)  # [bs, N]
+    mask = _empty_mask(top_scores_index, bs, n, mask_mode, total)
+    bits = mask.view(_SIGNED.get(mask.dtype, mask.dtype))  # same memory, a type Triton takes
+    block = next_power_of_2(n)
+    launch(
+        verify_build_kernel,
+        bs,
+        (
+            parent_list.contiguous(), top_scores_index.contiguous(), draft_tokens.contiguous(),
+            bonus_tokens.contiguous(), seq_lens.contiguous(),
+        ),
+        (tokens, positions, bits, index, next_token, next_sibling),
+        (topk, num_steps, parent_list.shape[1], n, total),
+        MODE=mask_mode,
+        BLOCK_N=block,
+        ROWS=min(block, max(1, TILE // block)),
+    )  # fmt: skip
+    return tokens, positions, mask, index, next_token, next_sibling
+
+
+def _empty_mask(like: Tensor, bs: Any, n: int, mode: int, total: int) -> Tensor:
+    if mode == QLEN:
+        return like.new_empty(bs * n * n, dtype=torch.bool)  # [bs * N * N]
+    if mode == BITPACKED:
+        return like.new_empty(bs * n, dtype=bitpacked_dtype(n))  # [bs * N]
+    if mode == FULL:
+        return like.new_ones(total, dtype=torch.bool)  # [total] prefix columns stay True
+    raise ValueError(
+        f"verify_build: mask_mode must be 0 (QLEN), 1 (BITPACKED) or 2 (FULL), got {mode}"
+    )
+
+
+VERIFY_BUILD: Any = None
+if HAVE_TRITON:
+    torch.library.triton_op("eagle_fn::verify_build", _verify_build, mutates_args=())
+    VERIFY_BUILD = torch.ops.eagle_fn.verify_build.default
