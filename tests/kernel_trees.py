@@ -90,3 +90,44 @@ def sibling_ring(n, match_at):
 def on(tree, device):
     """A NamedTuple of tensors moved to ``device``."""
     return type(tree)(*(t.to(device) for t in tree))
+
+
+def compile_for_hopper():
+    """Compiles every kernel variant to an sm_90 cubin (Triton's own ptxas, no GPU needed).
+
+    Run in a process without TRITON_INTERPRET, so that the kernels are real Triton JIT
+    functions; prints one line per variant.
+    """
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from eagle_fn.kernels import _kernels_verify as kernels
+
+    pointers = "parent selected draft bonus seq_lens tokens positions mask index next sibling"
+    build = {f"{name}_ptr": "*i64" for name in pointers.split()}
+    build.update(topk="i32", num_steps="i32", width="i32", n="i32", total="i64")
+    greedy = {f"{name}_ptr": "*i64" for name in ["tokens", "index", "next", "sibling", "target"]}
+    greedy.update({f"{name}_ptr": "*i64" for name in ["accept", "count", "predicts"]})
+    greedy.update(n="i32", num_steps="i32", bs="i32")
+    variants = [
+        (kernels.verify_build_kernel, {**build, "mask_ptr": "*i1"}, (0, 16, 16), 1),
+        (kernels.verify_build_kernel, {**build, "mask_ptr": "*i8"}, (1, 16, 16), 1),
+        (kernels.verify_build_kernel, {**build, "mask_ptr": "*i32"}, (1, 32, 32), 1),
+        (kernels.verify_build_kernel, {**build, "mask_ptr": "*i1"}, (2, 64, 64), 4),
+        (kernels.verify_build_kernel, {**build, "mask_ptr": "*i1"}, (0, 512, 8), 4),
+        (kernels.verify_greedy_kernel, greedy, (16, 8, 1024), 1),
+        (kernels.verify_greedy_kernel, greedy, (512, 16, 1024), 1),
+    ]
+    for kernel, signature, constexprs, warps in variants:
+        names = list(signature) + kernel.arg_names[len(signature) :]
+        full = {**signature, **dict.fromkeys(names[len(signature) :], "constexpr")}
+        values = {
+            (names.index(name),): v
+            for name, v in zip(names[len(signature) :], constexprs, strict=True)
+        }
+        source = ASTSource(fn=kernel, signature=full, constexprs=values)
+        compiled = triton.compile(
+            source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps}
+        )
+        print(kernel.__name__, constexprs, "cubin bytes", len(compiled.asm["cubin"]))

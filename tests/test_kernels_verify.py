@@ -5,6 +5,8 @@ set before the kernels are decorated, so it is set here, before anything imports
 """
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -559,3 +561,17 @@ def test_cpu_tensors_need_the_interpreter():
         kverify.build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
     with pytest.raises(ValueError, match=r"verify_greedy: Triton kernels need CUDA tensors"):
         kgreedy.verify_greedy(SPEC_CFG, VT, torch.zeros(16, dtype=I64))
+
+
+def test_kernels_compile_for_hopper():
+    # The interpreter accepts code the compiler rejects: build every variant for sm_90 in a
+    # process without TRITON_INTERPRET (no GPU needed, Triton ships ptxas).
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's CUDA backend")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    script = "import kernel_trees; kernel_trees.compile_for_hopper()"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("cubin bytes") == 7

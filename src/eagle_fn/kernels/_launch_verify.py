@@ -60,9 +60,14 @@ def launch(
     inputs: Sequence[Tensor],
     outputs: Sequence[Tensor],
     scalars: Sequence[int],
+    *,
+    num_warps: int = 4,
     **constexprs: int,
 ) -> None:
-    """Runs ``kernel[(programs,)](*inputs, *outputs, *scalars, **constexprs)``; none for 0."""
+    """Runs ``kernel[(programs,)](*inputs, *outputs, *scalars, **constexprs)``; none for 0.
+
+    ``num_warps`` is a launch option (the interpreter has no warps and ignores it).
+    """
     if programs == 0:  # an empty grid is not launched at all
         return
     tensors = (*inputs, *outputs)
@@ -71,7 +76,9 @@ def launch(
         values = [constexprs[name] for name in constexpr_names(kernel, len(constexprs))]
         _interpreted_launch(list(outputs), list(inputs), list(scalars), index, programs, values)
         return
-    torch.library.wrap_triton(kernel)[(programs,)](*tensors, *scalars, **constexprs)
+    torch.library.wrap_triton(kernel)[(programs,)](
+        *tensors, *scalars, num_warps=num_warps, **constexprs
+    )
 
 
 @torch.library.custom_op("eagle_fn::verify_interpreted_launch", mutates_args=("outputs",))

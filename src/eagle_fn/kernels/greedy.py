@@ -100,6 +100,7 @@ def _verify_greedy(
         ),
         (accept_index, num_accepted, predicts),
         (n, num_steps, bs),
+        num_warps=1,  # a latency-bound walk: one warp reduces without shared memory
         BLOCK_N=next_power_of_2(n),
         BLOCK_S=next_power_of_2(num_steps + 1),
         SCAN=SCAN,

@@ -127,19 +127,25 @@ def _verify_build(
     next_sibling = top_scores_index.new_empty(bs, n)  # [bs, N]
     mask = _empty_mask(top_scores_index, bs, n, mask_mode, total)
     bits = mask.view(_SIGNED.get(mask.dtype, mask.dtype))  # same memory, a type Triton takes
+    width = parent_list.shape[1]
+    # A one-step draft has no parent table; its loads are masked off, but the kernel still
+    # takes a pointer, so it gets one that points at real memory.
+    parents = parent_list.contiguous() if width > 0 else top_scores_index
     block = next_power_of_2(n)
+    rows = min(block, max(1, TILE // block))
     launch(
         verify_build_kernel,
         bs,
         (
-            parent_list.contiguous(), top_scores_index.contiguous(), draft_tokens.contiguous(),
+            parents, top_scores_index.contiguous(), draft_tokens.contiguous(),
             bonus_tokens.contiguous(), seq_lens.contiguous(),
         ),
         (tokens, positions, bits, index, next_token, next_sibling),
-        (topk, num_steps, parent_list.shape[1], n, total),
+        (topk, num_steps, width, n, total),
+        num_warps=1 if block * rows <= 1024 else 4,  # small tiles: no cross-warp reductions
         MODE=mask_mode,
         BLOCK_N=block,
-        ROWS=min(block, max(1, TILE // block)),
+        ROWS=rows,
     )  # fmt: skip
     return tokens, positions, mask, index, next_token, next_sibling
 
