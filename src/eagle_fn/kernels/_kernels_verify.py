@@ -36,14 +36,14 @@ def verify_build_kernel(
 ):
     """One request per program: parents, the bounded walk, links and the mask, all in-row."""
     row = tl.program_id(0).to(tl.int64)
-    node = tl.arange(0, BLOCK_N)  # [N] padded to BLOCK_N
+    node = tl.arange(0, BLOCK_N)  # [BLOCK_N] nodes, valid below N
     valid = node < n
-    parent = _parent_nodes(
+    parent = _parent_nodes(  # [BLOCK_N] int32, -1 past N
         parent_ptr + row * width, selected_ptr + row * (n - 1), node, topk, width, n, BLOCK_N, ROWS
     )
     seq_len = tl.load(seq_lens_ptr + row)
     base = row * n
-    depth, bits = _walk_all(parent, node, n, num_steps, MODE == 1)
+    depth, bits = _walk_all(parent, node, n, num_steps, MODE == 1)  # [BLOCK_N] int64 each
     draft = tl.load(draft_ptr + row * (n - 1) + node - 1, mask=valid & (node > 0), other=0)
     tl.store(
         tokens_ptr + base + node, tl.where(node == 0, tl.load(bonus_ptr + row), draft), mask=valid
@@ -54,7 +54,8 @@ def verify_build_kernel(
         tl.store(mask_ptr + base + node, bits.to(mask_ptr.dtype.element_ty), mask=valid)
     start = row * 0
     if MODE == 2:
-        start = n * (_sum_before(seq_lens_ptr, row, BLOCK_N) + row * n) + seq_len
+        # Request r's FULL block follows N rows of seq_len + N cells per earlier request.
+        start = n * (_sum_before(seq_lens_ptr, row, 256) + row * n) + seq_len
     for first_row in range(0, n, ROWS):
         rows = first_row + tl.arange(0, ROWS)
         _links(parent, node, rows, n, next_ptr + base, sibling_ptr + base)
@@ -167,27 +168,18 @@ def verify_greedy_kernel(
 ):
     """One request per program: its walk, its accept row and its row of ``predicts``."""
     row = tl.program_id(0).to(tl.int64)
-    node = tl.arange(0, BLOCK_N)
-    lane = tl.arange(0, BLOCK_S)
+    node = tl.arange(0, BLOCK_N)  # [BLOCK_N] nodes, valid below N
+    lane = tl.arange(0, BLOCK_S)  # [BLOCK_S] accept slots, valid below S + 1
     width = num_steps + 1
-    accept = _walk(
-        tokens_ptr,
-        index_ptr,
-        next_ptr,
-        sibling_ptr,
-        target_ptr,
-        row,
-        n,
-        num_steps,
-        bs * n,
-        node,
-        lane,
-    )
+    accept = _walk(  # [BLOCK_S]
+        tokens_ptr, index_ptr, next_ptr, sibling_ptr, target_ptr,
+        row, n, num_steps, bs * n, node, lane,
+    )  # fmt: skip
     tl.store(accept_ptr + row * width + lane, accept, mask=lane < width)
     drafted = (accept >= 0) & (lane > 0) & (lane < width)
     tl.store(count_ptr + row, tl.sum(drafted.to(tl.int64)))
     owned = row * n + node  # the flat nodes whose predicts this program writes
-    committed = _accepted(accept, owned, lane, width)
+    committed = _accepted(accept, owned, lane, width)  # [BLOCK_N] bool
     # A retrieve_index entry of another row can name one of this row's nodes; the torch path
     # commits it too. Rare and malformed: replay those rows' walks here (no cross-program
     # writes, so one launch stays deterministic).
