@@ -10,6 +10,9 @@ import sys
 
 import pytest
 import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+from torch.fx.experimental.dynamic_spec import IntVar, ShapeVar, TensorSpec
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -28,6 +31,7 @@ from eagle_fn import (
     organize_tree,
     verify_greedy,
 )
+from eagle_fn._compile import compile_fn
 from eagle_fn.kernels import greedy as kgreedy
 from eagle_fn.kernels import verify as kverify
 from eagle_fn.kernels._launch_verify import interpreted
@@ -407,7 +411,7 @@ def spec_ops_args(device):
 def test_opcheck_verify_build(mode, device):
     tree, bonus, seq_lens, _, _ = spec_ops_args(device)
     total = 8 * 14 + 2 * 64 if mode is MaskMode.FULL else 0
-    args = (*tree, bonus, seq_lens, 4, 3, kverify.MASK_CODES[mode], total)
+    args = (*tree, bonus, seq_lens, 4, 3, kverify.mask_code(mode), total)
     torch.library.opcheck(kverify.VERIFY_BUILD, args)
 
 
@@ -463,6 +467,46 @@ def test_compiled_equals_eager(mode, device):
     compiled = torch.compile(cycle, fullgraph=True)
     for got, want in zip(compiled(*args), cycle(*args), strict=True):
         assert_same(got, want)
+
+
+@pytest.mark.compiled
+def test_compiled_with_the_workers_unbacked_batch(device):
+    # The worker's compile: unbacked batch and FULL length, every other argument static. One
+    # graph per layout (and one for greedy) over batch sizes 0..3, each equal to eager.
+    torch._dynamo.reset()
+    counters.clear()
+    bs, total = ShapeVar("bs"), IntVar("total", min=0)
+    rows = {name: TensorSpec([bs, None]) for name in ("parent_list", "top_scores_index")}
+    rows.update(draft_tokens=TensorSpec([bs, None]))
+    rows.update(bonus_tokens=TensorSpec([bs]), seq_lens=TensorSpec([bs]), total=total)
+    build = compile_fn(kverify.build_verify_tree_core, enabled=True, shapes=rows)
+    flat = ShapeVar("flat")
+    links = {name: TensorSpec([bs, None]) for name in ("retrieve_index", "next_token")}
+    links.update(next_sibling=TensorSpec([bs, None]), draft_tokens=TensorSpec([flat]))
+    greedy = compile_fn(
+        kgreedy.verify_greedy_core, enabled=True, shapes={**links, "target": TensorSpec([flat])}
+    )
+    gen = torch.Generator().manual_seed(0)
+    for batch in (2, 0, 3, 1):
+        tree = on(organize_tree(SPEC_CFG, *draft_lists(SPEC_CFG, batch, gen)), device)
+        bonus, seq_lens = random_rows(batch, gen, device)
+        for mode in MaskMode:
+            length = 8 * int(seq_lens.sum()) + batch * 64 if mode is MaskMode.FULL else 0
+            got = build(SPEC_CFG, *tree, bonus, seq_lens, mode, length)
+            assert_same(
+                got, kverify.build_verify_tree_core(SPEC_CFG, *tree, bonus, seq_lens, mode, length)
+            )
+        target = agreeing_target(on(got, "cpu"), gen).to(device)
+        args = (
+            got.draft_tokens,
+            got.retrieve_index,
+            got.retrieve_next_token,
+            got.retrieve_next_sibling,
+            target,
+        )
+        assert_same(greedy(SPEC_CFG, *args), kgreedy.verify_greedy_core(SPEC_CFG, *args))
+    assert counters["stats"]["unique_graphs"] == len(MaskMode) + 1
+    assert sum(counters["graph_break"].values()) == 0
 
 
 # --- bad inputs -----------------------------------------------------------------------------

@@ -68,8 +68,8 @@ def launch(
 
     ``num_warps`` is a launch option (the interpreter has no warps and ignores it).
     """
-    if programs == 0:  # an empty grid is not launched at all
-        return
+    if type(programs) is int and programs == 0:  # eager: an empty grid is not launched at all
+        return  # (a traced batch size is symbolic; Triton's launcher skips empty grids itself)
     tensors = (*inputs, *outputs)
     if interpreted(kernel) and not all(type(t) is Tensor for t in tensors):
         index = KERNELS.index(kernel)

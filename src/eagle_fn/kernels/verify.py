@@ -21,7 +21,6 @@ from ._kernels_verify import verify_build_kernel
 from ._launch_verify import HAVE_TRITON, interpreted, launch
 
 # The op takes the mask layout as a flat int (schemas hold no enums).
-MASK_CODES = {MaskMode.QLEN: 0, MaskMode.BITPACKED: 1, MaskMode.FULL: 2}
 QLEN, BITPACKED, FULL = 0, 1, 2
 # The kernel writes BITPACKED rows through a signed view of the same width.
 _SIGNED = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32}
@@ -88,9 +87,23 @@ def build_verify_tree_core(
     """
     outputs = VERIFY_BUILD(
         parent_list, top_scores_index, draft_tokens, bonus_tokens, seq_lens,
-        cfg.topk, cfg.num_steps, MASK_CODES[mask_mode], total,
+        cfg.topk, cfg.num_steps, mask_code(mask_mode), total,
     )  # fmt: skip
     return VerifyTree(*outputs)
+
+
+def mask_code(mode: MaskMode) -> int:
+    """The op's int for a mask layout: QLEN 0, BITPACKED 1, FULL 2.
+
+    Identity tests, not a dict lookup: under torch.compile with a shapes spec (the worker's
+    compile), dynamo 2.13 installed no guard on an enum used only as a dict key, so a graph
+    traced for one layout was replayed for the others.
+    """
+    if mode is MaskMode.QLEN:
+        return QLEN
+    if mode is MaskMode.BITPACKED:
+        return BITPACKED
+    return FULL
 
 
 def require_kernel_device(where: str, device: torch.device) -> None:
