@@ -81,6 +81,22 @@ def launch(
     )
 
 
+def require_kernel_device(where: str, device: torch.device) -> None:
+    """Triton kernels run on CUDA tensors, or on CPU tensors in the interpreter."""
+    if not HAVE_TRITON:
+        raise RuntimeError(f"{where}: the Triton backend needs the triton package")
+    if device.type != "cuda" and not any(interpreted(kernel) for kernel in KERNELS):
+        raise ValueError(
+            f"{where}: Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 for CPU "
+            f"tensors), got tensors on {device}"
+        )
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of 2 ``>= n`` (a Triton block size)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
 @torch.library.custom_op("eagle_fn::verify_interpreted_launch", mutates_args=("outputs",))
 def _interpreted_launch(
     outputs: list[Tensor],

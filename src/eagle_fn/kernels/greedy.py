@@ -11,8 +11,7 @@ from ..config import DraftConfig
 from ..verify import GreedyVerdict, _check_verify
 from ..verify_tree import VerifyTree
 from ._kernels_verify import verify_greedy_kernel
-from ._launch_verify import HAVE_TRITON, launch
-from .verify import next_power_of_2, require_kernel_device
+from ._launch_verify import HAVE_TRITON, launch, next_power_of_2, require_kernel_device
 
 SCAN = 1024  # retrieve_index entries a program scans at once for links into its row
 

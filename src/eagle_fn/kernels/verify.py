@@ -18,7 +18,7 @@ from ..verify_tree import (
     verify_fits,
 )
 from ._kernels_verify import verify_build_kernel
-from ._launch_verify import HAVE_TRITON, interpreted, launch
+from ._launch_verify import HAVE_TRITON, launch, next_power_of_2, require_kernel_device
 
 # The op takes the mask layout as a flat int (schemas hold no enums).
 QLEN, BITPACKED, FULL = 0, 1, 2
@@ -104,21 +104,6 @@ def mask_code(mode: MaskMode) -> int:
     if mode is MaskMode.BITPACKED:
         return BITPACKED
     return FULL
-
-
-def require_kernel_device(where: str, device: torch.device) -> None:
-    """Triton kernels run on CUDA tensors, or on CPU tensors in the interpreter."""
-    if not HAVE_TRITON:
-        raise RuntimeError(f"{where}: the Triton backend needs the triton package")
-    if device.type != "cuda" and not interpreted(verify_build_kernel):
-        raise ValueError(
-            f"{where}: Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 for CPU "
-            f"tensors), got tensors on {device}"
-        )
-
-
-def next_power_of_2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
 
 
 def _verify_build(
