@@ -371,6 +371,27 @@ def test_greedy_matches_torch_with_any_retrieve_index(cfg, bs, seed):
     check_greedy(cfg, vt, torch.randint(0, 3, (bs * n,), generator=gen), with_reference=False)
 
 
+def test_greedy_wide_trees_and_a_multi_chunk_scan(device):
+    # N = 64 and N = 100 (BLOCK_N 128), then bs * N = 1088 > SCAN: the stray scan takes two
+    # chunks, and strays sit in both.
+    gen = torch.Generator().manual_seed(7)
+    for cfg, bs in ((DraftConfig(8, 8, 64), 3), (DraftConfig(4, 8, 100), 2)):
+        tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, "ties"))
+        vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
+        check_greedy(cfg, on(vt, device), agreeing_target(vt, gen, agree=0.95).to(device))
+    cfg, bs = DraftConfig(8, 8, 64), 17
+    assert bs * cfg.num_draft_tokens > kgreedy.SCAN
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
+    vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
+    index = vt.retrieve_index.clone()
+    index[0, :4] = torch.tensor([1087, 1086, 70, 5])  # row 0 names row 16's and row 1's nodes
+    index[16, 0] = 3  # row 16's root is row 0's node 3: committed there
+    vt = vt._replace(retrieve_index=index)
+    target = agreeing_target(vt, gen, agree=0.95)
+    got = check_greedy(cfg, on(vt, device), target.to(device), with_reference=False)
+    assert got.predicts[3].item() == target[3].item() != 0
+
+
 @pytest.mark.parametrize("n", [2, 5, 16, 33])
 def test_greedy_first_match_needs_at_most_n_minus_1_hops(n, device):
     cfg = DraftConfig(n, 1, n)  # one level: the root's children
