@@ -12,7 +12,6 @@ import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
-from torch.fx.experimental.dynamic_spec import IntVar, ShapeVar, TensorSpec
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -31,11 +30,13 @@ from eagle_fn import (
     organize_tree,
     verify_greedy,
 )
-from eagle_fn._compile import compile_fn
+from eagle_fn._compile import batch_shapes, compile_fn
 from eagle_fn.kernels import greedy as kgreedy
 from eagle_fn.kernels import verify as kverify
 from eagle_fn.kernels._launch_verify import interpreted
+from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
+from eagle_fn.verify import VERIFY_GREEDY
 from helpers import assert_matches
 from kernel_trees import (
     agreeing_target,
@@ -45,6 +46,7 @@ from kernel_trees import (
     sibling_ring,
     small_configs,
 )
+from trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE
 
 I64 = torch.int64
 INTERPRETED = interpreted(kverify.verify_build_kernel)
@@ -59,14 +61,6 @@ DEVICES = [
 ]
 # The interpreter runs one program per request in Python (tens of ms each): small batches.
 FEW = settings(max_examples=40)
-
-SPEC_CFG = DraftConfig(4, 3, 8)
-SPEC_TREE = DraftTree(
-    parent_list=torch.tensor([[-1, 0, 1, 2, 3, 4, 5, 6, 8], [-1, 0, 1, 2, 3, 4, 8, 12, 5]]),
-    top_scores_index=torch.tensor([[0, 1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 4, 8, 12]]),
-    draft_tokens=torch.tensor([[10, 11, 12, 13, 14, 15, 16], [20, 21, 22, 23, 24, 25, 26]]),
-)
-SPEC_BONUS, SPEC_SEQ_LENS = torch.tensor([100, 200]), torch.tensor([5, 9])
 
 
 @pytest.fixture(params=DEVICES)
@@ -133,8 +127,8 @@ def test_interpreter_takes_effect_without_cuda():
 
 
 def test_ops_are_bound_to_module_names():
-    assert kverify.VERIFY_BUILD is torch.ops.eagle_fn.verify_build.default
-    assert kgreedy.VERIFY_GREEDY is torch.ops.eagle_fn.verify_greedy.default
+    assert kverify.VERIFY_BUILD_OP is torch.ops.eagle_fn.verify_build.default
+    assert kgreedy.VERIFY_GREEDY_OP is torch.ops.eagle_fn.verify_greedy.default
 
 
 # --- verify build ---------------------------------------------------------------------------
@@ -433,13 +427,13 @@ def test_opcheck_verify_build(mode, device):
     tree, bonus, seq_lens, _, _ = spec_ops_args(device)
     total = 8 * 14 + 2 * 64 if mode is MaskMode.FULL else 0
     args = (*tree, bonus, seq_lens, 4, 3, kverify.mask_code(mode), total)
-    torch.library.opcheck(kverify.VERIFY_BUILD, args)
+    torch.library.opcheck(kverify.VERIFY_BUILD_OP, args)
 
 
 def test_opcheck_verify_greedy(device):
     _, _, _, vt, target = spec_ops_args(device)
     args = (vt.draft_tokens, vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
-    torch.library.opcheck(kgreedy.VERIFY_GREEDY, (*args, target, 3))
+    torch.library.opcheck(kgreedy.VERIFY_GREEDY_OP, (*args, target, 3))
 
 
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
@@ -456,10 +450,10 @@ def test_one_op_per_call(mode, device):
 
 def test_cores_take_the_torch_cores_arguments(device):
     tree, bonus, seq_lens, vt, target = spec_ops_args(device)
-    built = kverify.build_verify_tree_core(SPEC_CFG, *tree, bonus, seq_lens, MaskMode.QLEN, 0)
+    built = kverify.verify_core(SPEC_CFG, *tree, bonus, seq_lens, MaskMode.QLEN, 0)
     assert_same(built, build_verify_tree(SPEC_CFG, tree, bonus, seq_lens))
     links = (vt.draft_tokens, vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
-    verdict = kgreedy.verify_greedy_core(SPEC_CFG, *links, target)
+    verdict = kgreedy.greedy_core(SPEC_CFG, *links, target)
     assert_same(verdict, verify_greedy(SPEC_CFG, vt, target))
 
 
@@ -473,7 +467,7 @@ def test_compiled_equals_eager(mode, device):
     total = 8 * 14 + 2 * 64 if mode is MaskMode.FULL else 0
 
     def cycle(parents, selected, drafted, bonus, seq_lens, target):
-        built = kverify.build_verify_tree_core(
+        built = kverify.verify_core(
             SPEC_CFG, parents, selected, drafted, bonus, seq_lens, mode, total
         )
         links = (
@@ -482,7 +476,7 @@ def test_compiled_equals_eager(mode, device):
             built.retrieve_next_token,
             built.retrieve_next_sibling,
         )
-        return built, kgreedy.verify_greedy_core(SPEC_CFG, *links, target)
+        return built, kgreedy.greedy_core(SPEC_CFG, *links, target)
 
     args = (*tree, bonus, seq_lens, target)
     compiled = torch.compile(cycle, fullgraph=True)
@@ -496,17 +490,13 @@ def test_compiled_with_the_workers_unbacked_batch(device):
     # graph per layout (and one for greedy) over batch sizes 0..3, each equal to eager.
     torch._dynamo.reset()
     counters.clear()
-    bs, total = ShapeVar("bs"), IntVar("total", min=0)
-    rows = {name: TensorSpec([bs, None]) for name in ("parent_list", "top_scores_index")}
-    rows.update(draft_tokens=TensorSpec([bs, None]))
-    rows.update(bonus_tokens=TensorSpec([bs]), seq_lens=TensorSpec([bs]), total=total)
-    build = compile_fn(kverify.build_verify_tree_core, enabled=True, shapes=rows)
-    flat = ShapeVar("flat")
-    links = {name: TensorSpec([bs, None]) for name in ("retrieve_index", "next_token")}
-    links.update(next_sibling=TensorSpec([bs, None]), draft_tokens=TensorSpec([flat]))
-    greedy = compile_fn(
-        kgreedy.verify_greedy_core, enabled=True, shapes={**links, "target": TensorSpec([flat])}
-    )
+    # Specs exactly as the worker derives them from the torch functions' contracts.
+    rows = batch_shapes(kverify.verify_core, BUILD_VERIFY.batch_shapes(SPEC_CFG), ints=("total",))
+    build = compile_fn(kverify.verify_core, enabled=True, shapes=rows)
+    links = batch_shapes(kgreedy.greedy_core, VERIFY_GREEDY.batch_shapes(SPEC_CFG))
+    assert len(rows) == 6  # every parameter the contracts name
+    assert len(links) == 5
+    greedy = compile_fn(kgreedy.greedy_core, enabled=True, shapes=links)
     gen = torch.Generator().manual_seed(0)
     for batch in (2, 0, 3, 1):
         tree = on(organize_tree(SPEC_CFG, *draft_lists(SPEC_CFG, batch, gen)), device)
@@ -514,9 +504,7 @@ def test_compiled_with_the_workers_unbacked_batch(device):
         for mode in MaskMode:
             length = 8 * int(seq_lens.sum()) + batch * 64 if mode is MaskMode.FULL else 0
             got = build(SPEC_CFG, *tree, bonus, seq_lens, mode, length)
-            assert_same(
-                got, kverify.build_verify_tree_core(SPEC_CFG, *tree, bonus, seq_lens, mode, length)
-            )
+            assert_same(got, kverify.verify_core(SPEC_CFG, *tree, bonus, seq_lens, mode, length))
         target = agreeing_target(on(got, "cpu"), gen).to(device)
         args = (
             got.draft_tokens,
@@ -525,7 +513,7 @@ def test_compiled_with_the_workers_unbacked_batch(device):
             got.retrieve_next_sibling,
             target,
         )
-        assert_same(greedy(SPEC_CFG, *args), kgreedy.verify_greedy_core(SPEC_CFG, *args))
+        assert_same(greedy(SPEC_CFG, *args), kgreedy.greedy_core(SPEC_CFG, *args))
     assert counters["stats"]["unique_graphs"] == len(MaskMode) + 1
     assert sum(counters["graph_break"].values()) == 0
 
@@ -535,89 +523,72 @@ def test_compiled_with_the_workers_unbacked_batch(device):
 VT = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
 
 
+def raised(fn, *args, **kwargs):
+    """The exception ``fn`` raises: its type and message."""
+    with pytest.raises((TypeError, ValueError)) as info:
+        fn(*args, **kwargs)
+    return type(info.value), str(info.value)
+
+
+WIDE_TREE = DraftTree(*(torch.zeros(1, w, dtype=I64) for w in (33, 39, 39)))
+ZERO = torch.zeros(1, dtype=I64)
+
+
 @pytest.mark.parametrize(
-    ("args", "kwargs", "error", "match"),
+    ("args", "kwargs", "names"),
     [
-        (
-            (SPEC_CFG, tuple(SPEC_TREE), SPEC_BONUS, SPEC_SEQ_LENS),
-            {},
-            TypeError,
-            r"build_verify_tree: tree must be a DraftTree, got tuple",
-        ),
-        (
-            (SPEC_CFG, SPEC_TREE, SPEC_BONUS[:1], SPEC_SEQ_LENS),
-            {},
-            ValueError,
-            r"bonus_tokens must have shape \[bs\] = \[2\], got \[1\]",
-        ),
-        (
-            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS.int()),
-            {},
-            TypeError,
-            r"seq_lens must be an int64 tensor, got torch.int32",
-        ),
-        (
-            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
-            {"mask_mode": "qlen"},
-            TypeError,
-            r"mask_mode must be a MaskMode, got str",
-        ),
+        ((SPEC_CFG, tuple(SPEC_TREE), SPEC_BONUS, SPEC_SEQ_LENS), {}, "tree"),
+        ((SPEC_CFG, SPEC_TREE, SPEC_BONUS[:1], SPEC_SEQ_LENS), {}, "bonus_tokens"),
+        ((SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS.int()), {}, "seq_lens"),
+        ((SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS.to("meta")), {}, "seq_lens"),
+        ((SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS), {"mask_mode": "qlen"}, "mask_mode"),
         (
             (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
             {"mask_mode": MaskMode.FULL, "seq_lens_sum": -1},
-            ValueError,
-            r"seq_lens_sum must be >= 0, got -1",
+            "seq_lens_sum",
         ),
         (
-            (
-                DraftConfig(8, 5, 40),
-                DraftTree(
-                    torch.zeros(1, 33, dtype=I64),
-                    torch.zeros(1, 39, dtype=I64),
-                    torch.zeros(1, 39, dtype=I64),
-                ),
-                torch.zeros(1, dtype=I64),
-                torch.zeros(1, dtype=I64),
-            ),
+            (DraftConfig(8, 5, 40), WIDE_TREE, ZERO, ZERO),
             {"mask_mode": MaskMode.BITPACKED},
-            ValueError,
-            r"BITPACKED masks hold at most 32 nodes, got num_draft_tokens = 40",
+            "num_draft_tokens",
         ),
     ],
 )
-def test_build_bad_inputs(args, kwargs, error, match):
-    with pytest.raises(error, match=match):
-        kverify.build_verify_tree(*args, **kwargs)
+def test_build_bad_inputs_raise_as_torch(args, kwargs, names):
+    # The same checks run first: same exception, same message, naming the argument.
+    error, message = raised(build_verify_tree, *args, **kwargs)
+    assert raised(kverify.build_verify_tree, *args, **kwargs) == (error, message)
+    assert message.startswith("build_verify_tree: ")
+    assert names in message
 
 
 @pytest.mark.parametrize(
-    ("args", "error", "match"),
+    ("args", "names"),
     [
-        (
-            (None, VT, torch.zeros(16, dtype=I64)),
-            TypeError,
-            r"verify_greedy: cfg must be a DraftConfig, got NoneType",
-        ),
-        (
-            (SPEC_CFG, VT, torch.zeros(15, dtype=I64)),
-            ValueError,
-            r"target_predict must have shape \[bs \* N\] = \[16\] or \[bs, N\] = \[2, 8\], got \[15\]",
-        ),
-        (
-            (SPEC_CFG, VT, torch.zeros(16)),
-            TypeError,
-            r"target_predict must be an int64 tensor, got torch.float32",
-        ),
+        ((None, VT, torch.zeros(16, dtype=I64)), "cfg"),
+        ((SPEC_CFG, tuple(VT), torch.zeros(16, dtype=I64)), "verify_tree"),
+        ((SPEC_CFG, VT, torch.zeros(15, dtype=I64)), "target_predict"),
+        ((SPEC_CFG, VT, torch.zeros(4, 4, dtype=I64)), "target_predict"),
+        ((SPEC_CFG, VT, torch.zeros(16)), "target_predict"),
         (
             (SPEC_CFG, VT._replace(draft_tokens=VT.draft_tokens[:8]), torch.zeros(16, dtype=I64)),
-            ValueError,
-            r"verify_tree.draft_tokens must have shape \[bs \* N\] = \[16\], got \[8\]",
+            "draft_tokens",
+        ),
+        (
+            (
+                SPEC_CFG,
+                VT._replace(retrieve_next_sibling=VT.retrieve_next_sibling.int()),
+                torch.zeros(16, dtype=I64),
+            ),
+            "retrieve_next_sibling",
         ),
     ],
 )
-def test_greedy_bad_inputs(args, error, match):
-    with pytest.raises(error, match=match):
-        kgreedy.verify_greedy(*args)
+def test_greedy_bad_inputs_raise_as_torch(args, names):
+    error, message = raised(verify_greedy, *args)
+    assert raised(kgreedy.verify_greedy, *args) == (error, message)
+    assert message.startswith("verify_greedy: ")
+    assert names in message
 
 
 @pytest.mark.skipif(INTERPRETED, reason="the interpreter runs CPU tensors")

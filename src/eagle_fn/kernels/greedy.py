@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 
 from ..config import DraftConfig
-from ..verify import GreedyVerdict, _check_verify
-from ..verify_tree import VerifyTree
+from ..types import GreedyVerdict, VerifyTree
+from ..verify import VERIFY_GREEDY
 from ._kernels_verify import verify_greedy_kernel
 from ._launch_verify import HAVE_TRITON, launch, next_power_of_2, require_kernel_device
 
@@ -45,37 +45,30 @@ def verify_greedy(
         >>> verdict.accept_index.tolist(), verdict.num_accepted.tolist(), verdict.predicts.tolist()
         ([[0, 1, -1]], [1], [7, 8, 0])
     """
-    where = "verify_greedy"
-    target = _check_verify(where, cfg, verify_tree, target_predict)
-    require_kernel_device(where, target.device)
-    return verify_greedy_core(
-        cfg,
-        verify_tree.draft_tokens,
-        verify_tree.retrieve_index,
-        verify_tree.retrieve_next_token,
-        verify_tree.retrieve_next_sibling,
-        target,
-    )
+    if not VERIFY_GREEDY.fits(cfg, verify_tree, target_predict):
+        VERIFY_GREEDY.check(cfg, verify_tree, target_predict)
+    require_kernel_device("verify_greedy", target_predict.device)
+    vt, flat = verify_tree, target_predict.reshape(-1)  # [bs * N]
+    links = (vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
+    return greedy_core(cfg, vt.draft_tokens, *links, flat)
 
 
-def verify_greedy_core(
+def greedy_core(
     cfg: DraftConfig,
     draft_tokens: Tensor,
     retrieve_index: Tensor,
-    next_token: Tensor,
-    next_sibling: Tensor,
-    target: Tensor,
+    retrieve_next_token: Tensor,
+    retrieve_next_sibling: Tensor,
+    target_predict: Tensor,
 ) -> GreedyVerdict:
-    """The unchecked kernel path, with the torch core's signature (one op call).
+    """:func:`verify_greedy` without its checks, as :func:`eagle_fn.verify.greedy_core`.
 
-    Shapes: ``draft_tokens, target [bs * N]``, ``retrieve_index, next_token, next_sibling
-    [bs, N]``.
+    Shapes: ``draft_tokens, target_predict [bs * N]``, ``retrieve_index,
+    retrieve_next_token, retrieve_next_sibling [bs, N]``.
     """
-    return GreedyVerdict(
-        *VERIFY_GREEDY(
-            draft_tokens, retrieve_index, next_token, next_sibling, target, cfg.num_steps
-        )
-    )
+    links = (retrieve_index, retrieve_next_token, retrieve_next_sibling)
+    outputs = VERIFY_GREEDY_OP(draft_tokens, *links, target_predict, cfg.num_steps)
+    return GreedyVerdict(*outputs)
 
 
 def _verify_greedy(
@@ -107,7 +100,7 @@ def _verify_greedy(
     return accept_index, num_accepted, predicts
 
 
-VERIFY_GREEDY: Any = None
+VERIFY_GREEDY_OP: Any = None  # torch.ops.eagle_fn.verify_greedy.default with Triton installed
 if HAVE_TRITON:
     torch.library.triton_op("eagle_fn::verify_greedy", _verify_greedy, mutates_args=())
-    VERIFY_GREEDY = torch.ops.eagle_fn.verify_greedy.default
+    VERIFY_GREEDY_OP = torch.ops.eagle_fn.verify_greedy.default

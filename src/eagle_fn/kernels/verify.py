@@ -8,15 +8,8 @@ import torch
 from torch import Tensor
 
 from ..config import DraftConfig
-from ..organize import DraftTree
-from ..verify_tree import (
-    MaskMode,
-    VerifyTree,
-    bitpacked_dtype,
-    check_verify_inputs,
-    full_mask_length,
-    verify_fits,
-)
+from ..layout import check_verify, full_mask_length
+from ..types import DraftTree, MaskMode, VerifyTree, bitpacked_dtype
 from ._kernels_verify import verify_build_kernel
 from ._launch_verify import HAVE_TRITON, launch, next_power_of_2, require_kernel_device
 
@@ -61,17 +54,13 @@ def build_verify_tree(
         ([5, 7, 9, 4], [10, 11, 11, 12], [[1, 3, -1, -1]])
     """
     where = "build_verify_tree"
-    if not verify_fits(cfg, tree, bonus_tokens, seq_lens, mask_mode):
-        check_verify_inputs(where, cfg, tree, bonus_tokens, seq_lens, mask_mode)
+    check_verify(cfg, tree, bonus_tokens, seq_lens, mask_mode)
     require_kernel_device(where, tree.top_scores_index.device)
     total = full_mask_length(where, cfg, seq_lens, mask_mode, seq_lens_sum)
-    return build_verify_tree_core(
-        cfg, tree.parent_list, tree.top_scores_index, tree.draft_tokens,
-        bonus_tokens, seq_lens, mask_mode, total,
-    )  # fmt: skip
+    return verify_core(cfg, *tree, bonus_tokens, seq_lens, mask_mode, total)
 
 
-def build_verify_tree_core(
+def verify_core(
     cfg: DraftConfig,
     parent_list: Tensor,
     top_scores_index: Tensor,
@@ -81,11 +70,11 @@ def build_verify_tree_core(
     mask_mode: MaskMode,
     total: int,
 ) -> VerifyTree:
-    """The unchecked kernel path, with the torch core's signature (one op call).
+    """:func:`build_verify_tree` without its checks, as :func:`eagle_fn.layout.verify_core`.
 
     ``total`` is the FULL mask's length (ignored by the other layouts).
     """
-    outputs = VERIFY_BUILD(
+    outputs = VERIFY_BUILD_OP(
         parent_list, top_scores_index, draft_tokens, bonus_tokens, seq_lens,
         cfg.topk, cfg.num_steps, mask_code(mask_mode), total,
     )  # fmt: skip
@@ -160,7 +149,7 @@ def _empty_mask(like: Tensor, bs: Any, n: int, mode: int, total: int) -> Tensor:
     )
 
 
-VERIFY_BUILD: Any = None
+VERIFY_BUILD_OP: Any = None  # torch.ops.eagle_fn.verify_build.default when Triton is installed
 if HAVE_TRITON:
     torch.library.triton_op("eagle_fn::verify_build", _verify_build, mutates_args=())
-    VERIFY_BUILD = torch.ops.eagle_fn.verify_build.default
+    VERIFY_BUILD_OP = torch.ops.eagle_fn.verify_build.default
