@@ -24,6 +24,7 @@ import reference
 from drafts import KINDS, draft_lists
 from eagle_fn import (
     DraftConfig,
+    DraftOrganizer,
     DraftTree,
     MaskMode,
     build_verify_tree,
@@ -516,6 +517,28 @@ def test_compiled_with_the_workers_unbacked_batch(device):
         assert_same(greedy(SPEC_CFG, *args), kgreedy.greedy_core(SPEC_CFG, *args))
     assert counters["stats"]["unique_graphs"] == len(MaskMode) + 1
     assert sum(counters["graph_break"].values()) == 0
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.compiled)])
+def test_worker_triton_backend_takes_the_kernel(compiled, device, monkeypatch):
+    # The worker's path table names the kernels "verify_core" and "tree_core" on
+    # eagle_fn.kernels, whose __init__ another branch writes: expose ours there (and the
+    # torch tree core where the organize kernel is absent), then build through the worker.
+    import eagle_fn.kernels
+    from eagle_fn import organize
+
+    monkeypatch.setattr(eagle_fn.kernels, "verify_core", kverify.verify_core, raising=False)
+    if not hasattr(eagle_fn.kernels, "tree_core"):
+        monkeypatch.setattr(eagle_fn.kernels, "tree_core", organize.tree_core, raising=False)
+    torch._dynamo.reset()
+    worker = DraftOrganizer(SPEC_CFG, max_bs=4, device=device, compile=compiled, backend="triton")
+    tree, bonus, seq_lens = on(SPEC_TREE, device), SPEC_BONUS.to(device), SPEC_SEQ_LENS.to(device)
+    for mode in MaskMode:
+        with OpCounter() as counter:
+            got = worker.build_verify(tree, bonus, seq_lens, mask_mode=mode, seq_lens_sum=14)
+        assert_same(got, build_verify_tree(SPEC_CFG, tree, bonus, seq_lens, mask_mode=mode))
+        if not compiled:
+            assert dict(counter.ops) == {"eagle_fn.verify_build.default": 1}
 
 
 # --- bad inputs -----------------------------------------------------------------------------
