@@ -285,6 +285,23 @@ def test_bitpacked_dtypes(n, dtype, device):
         assert (vt.tree_mask.to(I64) >= 2**31).any()
 
 
+def column_major(t):
+    """The same values in a non-contiguous (transposed) layout."""
+    return t.t().contiguous().t()
+
+
+def test_non_contiguous_inputs(device):
+    # The op bodies make their inputs contiguous; a strided layout gives the same values.
+    tree, bonus, seq_lens, vt, target = spec_ops_args(device)
+    strided = DraftTree(*(column_major(t) for t in tree))
+    assert not any(t.is_contiguous() for t in strided)
+    for mode in MaskMode:
+        check_build(SPEC_CFG, strided, bonus, seq_lens, mode)
+    links = vt._replace(retrieve_next_token=column_major(vt.retrieve_next_token))
+    links = links._replace(retrieve_next_sibling=column_major(vt.retrieve_next_sibling))
+    check_greedy(SPEC_CFG, links, column_major(target.view(2, 8)))
+
+
 def test_empty_batch_launches_nothing(device, monkeypatch):
     def no_launch(kernel):
         raise AssertionError("a kernel was launched for an empty batch")
