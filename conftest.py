@@ -1,7 +1,14 @@
 """Names every docstring example in src/ may use, as a user's session would import them."""
 
+import os
+
 import pytest
 import torch
+
+# Without CUDA, Triton kernels (eagle_fn.kernels) run on CPU tensors in Triton's interpreter,
+# which must be chosen before any kernel is decorated, that is before eagle_fn.kernels loads.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import eagle_fn
 from eagle_fn import profiling

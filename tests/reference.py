@@ -211,10 +211,12 @@ def verify_greedy(cfg, vt, target_predict):
                 c, hops = next_sibling[b][c], hops + 1
             if c == -1 or hops == n:
                 break
-            predicts[last] = target[last]
+            if b * n <= last < (b + 1) * n:  # a request commits only within its own row
+                predicts[last] = target[last]
             last, cur = index[b][c], c
             row.append(last)
-        predicts[last] = target[last]
+        if b * n <= last < (b + 1) * n:
+            predicts[last] = target[last]
         counts.append(len(row) - 1)
         accept.append(row + [-1] * (steps + 1 - len(row)))
     return accept, counts, predicts

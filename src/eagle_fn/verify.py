@@ -121,9 +121,17 @@ def first_match_along(next_sibling: Tensor, head: Tensor, match: Tensor) -> Tens
 
 
 def commit(accept_index: Tensor, target: Tensor) -> Tensor:
-    """``predicts``: the target's token at every accepted node, 0 elsewhere. ``[bs*N]``."""
+    """``predicts``: the target's token at every accepted node, 0 elsewhere. ``[bs*N]``.
+
+    A request writes only its own row: an accepted index in another request's row (a
+    malformed ``retrieve_index``) commits nothing, so requests never touch each other.
+    """
     flat = target.shape[0]
-    slot = torch.where(accept_index >= 0, accept_index, flat).clamp(0, flat)  # [bs, S + 1]
+    bs = accept_index.shape[0]
+    row = torch.arange(bs, device=accept_index.device).unsqueeze(1)  # [bs, 1]
+    own = (accept_index >= 0) & (accept_index * bs >= row * flat)  # [bs, S + 1]
+    own = own & (accept_index * bs < (row + 1) * flat)  # in [row * N, (row + 1) * N)
+    slot = torch.where(own, accept_index, flat)  # [bs, S + 1]
     padded = torch.cat([target, target.new_zeros(1)])  # [bs * N + 1] slot flat discards
     predicts = target.new_zeros(flat + 1)
     return predicts.index_put((slot.flatten(),), padded[slot.flatten()])[:flat]

@@ -16,8 +16,18 @@ except ImportError as error:
         "of eagle_fn work without it"
     ) from error
 
+from .greedy import greedy_core, verify_greedy
 from .organize import organize_tree, tree_core
 from .selection import select_top_k
+from .verify import build_verify_tree, verify_core
 
-# The public functions, and the unchecked functions the worker's triton paths use.
-__all__ = ["organize_tree", "select_top_k", "tree_core"]
+# The public functions, then the unchecked ones the worker's triton paths use.
+__all__ = [
+    "build_verify_tree",
+    "greedy_core",
+    "organize_tree",
+    "select_top_k",
+    "tree_core",
+    "verify_core",
+    "verify_greedy",
+]

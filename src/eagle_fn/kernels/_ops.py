@@ -12,6 +12,8 @@ import torch
 import triton
 from triton.runtime.interpreter import InterpretedFunction
 
+from .._backend import triton_unavailable_reason
+
 NAMESPACE = "eagle_fn"
 # Tile edges of the pairwise ranking: 64 x 64 compares keep a tile in registers on a GPU.
 MIN_BLOCK = 16
@@ -59,12 +61,33 @@ def fused(
     """``reference``'s public function with ``core`` computing: the same signature and the
     same checks (``checked_args`` is the reference's own), one fused launch after them."""
 
+    name = reference.__name__
+
     @functools.wraps(reference)
     def public(*args: Any, **kwargs: Any) -> Any:
-        return core(*checked_args(*args, **kwargs))
+        checked = checked_args(*args, **kwargs)
+        require_kernel_device(name, _device(checked))
+        return core(*checked)
 
-    public.__doc__ = (
+    public.__doc__ = (  # the reference's example runs on CPU tensors, not always here
         f":func:`eagle_fn.{reference.__name__}` as one fused kernel: the same signature, "
         f"checks and values (bit for bit); see its documentation."
     )
     return cast(F, public)
+
+
+def require_kernel_device(where: str, device: torch.device) -> None:
+    """A clear error where the kernels cannot run: CUDA tensors, or CPU ones when the
+    interpreter is on (docs/kernels.md)."""
+    reason = triton_unavailable_reason(device)
+    if reason is not None:
+        raise ValueError(f"{where}: the Triton kernels cannot run here: {reason}")
+
+
+def _device(checked: tuple[Any, ...]) -> torch.device:
+    """The device of the first tensor among (or inside the lists of) checked arguments."""
+    for arg in checked:
+        for item in arg if isinstance(arg, (list, tuple)) else (arg,):
+            if isinstance(item, torch.Tensor):
+                return item.device
+    raise AssertionError("a checked call has a tensor")

@@ -1,0 +1,133 @@
+"""Inputs for the verify-kernel tests: well-formed, malformed and adversarial trees and targets."""
+
+import torch
+from hypothesis import strategies as st
+
+from eagle_fn import DraftConfig, DraftTree, VerifyTree
+
+I64 = torch.int64
+
+
+@st.composite
+def small_configs(draw, max_topk=5, max_steps=5):
+    """Configs whose N stays small enough for the Triton interpreter (N <= 1 + 5 + 4 * 25)."""
+    topk, num_steps = draw(st.integers(1, max_topk)), draw(st.integers(1, max_steps))
+    if topk == 1:
+        return DraftConfig.chain(num_steps)
+    cands = topk + (num_steps - 1) * topk**2
+    return DraftConfig(topk, num_steps, draw(st.integers(2, min(cands + 1, 40))))
+
+
+def malformed_tree(cfg, bs, gen):
+    """Random parent tables and selections: missing parents, cycles, self-parents, duplicates,
+    negative and out-of-range candidates (their slots floor below 0 or past the table)."""
+    n, width = cfg.num_draft_tokens, cfg.num_candidates
+    parents = torch.randint(-2, width + 2, (bs, cfg.parent_width), generator=gen)
+    selected = torch.randint(-cfg.topk - 2, width + cfg.topk + 2, (bs, n - 1), generator=gen)
+    if torch.rand(1, generator=gen).item() < 0.5:
+        selected = torch.sort(selected, dim=1).values
+    # Point many parent slots at selected candidates so that links and cycles actually form.
+    for b in range(bs):
+        for slot in range(1, cfg.parent_width):
+            if torch.rand(1, generator=gen).item() < 0.6:
+                parents[b, slot] = selected[b, torch.randint(0, n - 1, (1,), generator=gen)]
+    tokens = torch.randint(0, 1000, (bs, n - 1), generator=gen)
+    return DraftTree(parents, selected, tokens)
+
+
+def agreeing_target(vt, gen, agree=0.8):
+    """Target predictions that usually name a child of each node (often a later sibling), so
+    that greedy walks go deep and take every branch."""
+    bs, n = vt.retrieve_index.shape
+    tokens = vt.draft_tokens.tolist()
+    first, sibling = vt.retrieve_next_token.tolist(), vt.retrieve_next_sibling.tolist()
+    target = torch.randint(0, 1000, (bs * n,), generator=gen).tolist()
+    for b in range(bs):
+        for node in range(n):
+            child = first[b][node]
+            if not 0 <= child < n or torch.rand(1, generator=gen).item() > agree:
+                continue
+            hops = 0
+            while 0 <= sibling[b][child] < n and hops < n and torch.rand(1, generator=gen) < 0.4:
+                child, hops = sibling[b][child], hops + 1
+            target[b * n + node] = tokens[b * n + child]
+    return torch.tensor(target, dtype=I64)
+
+
+def scrambled_links(vt, gen, *, scramble_index=False):
+    """``vt`` with random first-child and sibling links (cycles, self-links, values outside
+    ``[-1, N - 1]``), tokens from a 3-letter alphabet so matches are frequent, and optionally
+    a random ``retrieve_index`` (entries naming other rows' nodes, or no node at all)."""
+    bs, n = vt.retrieve_index.shape
+    links = (bs, n)
+    vt = vt._replace(
+        draft_tokens=torch.randint(0, 3, (bs * n,), generator=gen),
+        retrieve_next_token=torch.randint(-3, n + 3, links, generator=gen),
+        retrieve_next_sibling=torch.randint(-3, n + 3, links, generator=gen),
+    )
+    if scramble_index:
+        vt = vt._replace(retrieve_index=torch.randint(-2, bs * n + 2, links, generator=gen))
+    return vt
+
+
+def sibling_ring(n, match_at):
+    """One request whose root's first child is the root itself, and whose sibling links run
+    0 -> 1 -> .. -> N-1 -> 0, a cycle through every node. Only node ``match_at`` carries token
+    7 (``-1``: none does), so a target of 7 at the root is found after ``match_at`` hops; N - 1
+    hops, the most any first match can need, for ``match_at = N - 1``.
+    """
+    tokens = [7 if node == match_at else 3 for node in range(n)]
+    return VerifyTree(
+        draft_tokens=torch.tensor(tokens),
+        positions=torch.zeros(n, dtype=I64),
+        tree_mask=torch.ones(n * n, dtype=torch.bool),
+        retrieve_index=torch.arange(n).view(1, n),
+        retrieve_next_token=torch.tensor([[0] + [-1] * (n - 1)]),
+        retrieve_next_sibling=torch.tensor([[*range(1, n), 0]]),
+    )
+
+
+def on(tree, device):
+    """A NamedTuple of tensors moved to ``device``."""
+    return type(tree)(*(t.to(device) for t in tree))
+
+
+def compile_for_hopper():
+    """Compiles every kernel variant to an sm_90 cubin (Triton's own ptxas, no GPU needed).
+
+    Run in a process without TRITON_INTERPRET, so that the kernels are real Triton JIT
+    functions; prints one line per variant.
+    """
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from eagle_fn.kernels import _kernels_verify as kernels
+
+    pointers = "parent selected draft bonus seq_lens tokens positions mask index next sibling"
+    build = {f"{name}_ptr": "*i64" for name in pointers.split()}
+    build.update(topk="i32", num_steps="i32", width="i32", n="i32", total="i64")
+    greedy = {f"{name}_ptr": "*i64" for name in ["tokens", "index", "next", "sibling", "target"]}
+    greedy.update({f"{name}_ptr": "*i64" for name in ["accept", "count", "predicts"]})
+    greedy.update(n="i32", num_steps="i32", bs="i32")
+    variants = [
+        (kernels.verify_build_kernel, {**build, "mask_ptr": "*i1"}, (0, 16, 16), 1),
+        (kernels.verify_build_kernel, {**build, "mask_ptr": "*i8"}, (1, 16, 16), 1),
+        (kernels.verify_build_kernel, {**build, "mask_ptr": "*i32"}, (1, 32, 32), 1),
+        (kernels.verify_build_kernel, {**build, "mask_ptr": "*i1"}, (2, 64, 64), 4),
+        (kernels.verify_build_kernel, {**build, "mask_ptr": "*i1"}, (0, 512, 8), 4),
+        (kernels.verify_greedy_kernel, greedy, (16, 8), 1),
+        (kernels.verify_greedy_kernel, greedy, (512, 16), 1),
+    ]
+    for kernel, signature, constexprs, warps in variants:
+        names = list(signature) + kernel.arg_names[len(signature) :]
+        full = {**signature, **dict.fromkeys(names[len(signature) :], "constexpr")}
+        values = {
+            (names.index(name),): v
+            for name, v in zip(names[len(signature) :], constexprs, strict=True)
+        }
+        source = ASTSource(fn=kernel, signature=full, constexprs=values)
+        compiled = triton.compile(
+            source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps}
+        )
+        print(kernel.__name__, constexprs, "cubin bytes", len(compiled.asm["cubin"]))

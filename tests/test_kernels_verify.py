@@ -1,0 +1,647 @@
+"""The fused verify-build and greedy kernels against the torch functions, bit for bit.
+
+Without CUDA the kernels run on CPU tensors in Triton's interpreter: TRITON_INTERPRET must be
+set before the kernels are decorated, so it is set here, before anything imports them.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton", reason="the Triton kernels need the triton package")
+
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import reference
+from drafts import KINDS, draft_lists
+from eagle_fn import (
+    DraftConfig,
+    DraftOrganizer,
+    DraftTree,
+    MaskMode,
+    build_verify_tree,
+    organize_tree,
+    verify_greedy,
+)
+from eagle_fn._compile import batch_shapes, compile_fn
+from eagle_fn.kernels import greedy as kgreedy
+from eagle_fn.kernels import verify as kverify
+from eagle_fn.kernels._launch_verify import interpreted
+from eagle_fn.layout import BUILD_VERIFY
+from eagle_fn.profiling import OpCounter
+from eagle_fn.verify import VERIFY_GREEDY
+from helpers import assert_matches
+from kernel_trees import (
+    agreeing_target,
+    malformed_tree,
+    on,
+    scrambled_links,
+    sibling_ring,
+    small_configs,
+)
+from trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE
+
+I64 = torch.int64
+INTERPRETED = interpreted(kverify.verify_build_kernel)
+DEVICES = [
+    pytest.param(
+        "cpu", marks=pytest.mark.skipif(not INTERPRETED, reason="CPU tensors need the interpreter")
+    ),
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    ),
+]
+# The interpreter runs one program per request in Python (tens of ms each): small batches.
+FEW = settings(max_examples=40)
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    # As the library resolves devices: "cuda" is reported as "cuda:0".
+    return torch.empty(0, device=request.param).device
+
+
+def assert_same(actual, expected):
+    """Two NamedTuples of tensors: equal values, dtypes, shapes and devices."""
+    assert type(actual) is type(expected)
+    for name, a, e in zip(actual._fields, actual, expected, strict=True):
+        assert a.shape == e.shape, f"{name}: shape {tuple(a.shape)} != {tuple(e.shape)}"
+        torch.testing.assert_close(a, e, rtol=0, atol=0, msg=name)
+
+
+def check_build(cfg, tree, bonus, seq_lens, mode, **kwargs):
+    """Kernel == torch function, and both == the loop reference."""
+    got = kverify.build_verify_tree(cfg, tree, bonus, seq_lens, mask_mode=mode, **kwargs)
+    assert_same(got, build_verify_tree(cfg, tree, bonus, seq_lens, mask_mode=mode, **kwargs))
+    return got
+
+
+def check_build_reference(cfg, tree, bonus, seq_lens, mode):
+    got = check_build(cfg, tree, bonus, seq_lens, mode)
+    ref = reference.verify_tree(cfg, on(tree, "cpu"), bonus.cpu(), seq_lens.cpu(), mode.value)
+    bs, n = bonus.shape[0], cfg.num_draft_tokens
+    for name in ("draft_tokens", "positions"):
+        assert_matches(getattr(got, name), ref[name], (bs * n,), I64)
+    for name in ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"):
+        assert_matches(getattr(got, name), ref[name], (bs, n), I64)
+    assert got.tree_mask.to(I64).tolist() == ref["tree_mask"]
+
+
+def check_greedy(cfg, vt, target, *, with_reference=True):
+    got = kgreedy.verify_greedy(cfg, vt, target)
+    assert_same(got, verify_greedy(cfg, vt, target))
+    if with_reference:
+        accept, counts, predicts = reference.verify_greedy(cfg, on(vt, "cpu"), target.cpu())
+        bs, n = vt.retrieve_index.shape
+        assert_matches(got.accept_index, accept, (bs, cfg.num_steps + 1), I64)
+        assert_matches(got.num_accepted, counts, (bs,), I64)
+        assert_matches(got.predicts, predicts, (bs * n,), I64)
+    return got
+
+
+def random_rows(bs, gen, device, high=50):
+    bonus = torch.randint(0, 1000, (bs,), generator=gen).to(device)
+    return bonus, torch.randint(0, high, (bs,), generator=gen).to(device)
+
+
+def modes_for(cfg):
+    return [m for m in MaskMode if m is not MaskMode.BITPACKED or cfg.num_draft_tokens <= 32]
+
+
+# --- setup ---------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with CUDA the kernels run for real")
+def test_interpreter_takes_effect_without_cuda():
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    assert INTERPRETED
+    assert interpreted(kgreedy.verify_greedy_kernel)
+
+
+def test_ops_are_bound_to_module_names():
+    assert kverify.VERIFY_BUILD_OP is torch.ops.eagle_fn.verify_build.default
+    assert kgreedy.VERIFY_GREEDY_OP is torch.ops.eagle_fn.verify_greedy.default
+
+
+# --- verify build ---------------------------------------------------------------------------
+
+
+def test_spec_example(device):
+    # SPEC §7: positions and links of the worked tree, literally.
+    tree, bonus, seq_lens = on(SPEC_TREE, device), SPEC_BONUS.to(device), SPEC_SEQ_LENS.to(device)
+    vt = check_build(SPEC_CFG, tree, bonus, seq_lens, MaskMode.QLEN)
+    assert vt.positions.device == device
+    assert vt.positions.tolist() == [5, 6, 6, 6, 6, 7, 7, 7, 9, 10, 10, 10, 10, 11, 11, 11]
+    assert vt.retrieve_next_token.tolist() == [
+        [1, 5, -1, -1, -1, -1, -1, -1],
+        [1, 5, 6, 7, -1, -1, -1, -1],
+    ]
+    assert vt.retrieve_next_sibling.tolist() == [
+        [-1, 2, 3, 4, -1, 6, 7, -1],
+        [-1, 2, 3, 4, -1, -1, -1, -1],
+    ]
+    # Row 1, node 5 is candidate 4, in slot 1, whose parent is candidate 0 = node 1: it sees
+    # the root, node 1 and itself, bits 0, 1 and 5.
+    packed = check_build(SPEC_CFG, tree, bonus, seq_lens, MaskMode.BITPACKED)
+    assert packed.tree_mask.dtype == torch.uint8
+    assert packed.tree_mask.to(I64)[8 + 5].item() == 0b100011
+    full = check_build(SPEC_CFG, tree, bonus, seq_lens, MaskMode.FULL)
+    assert full.tree_mask.shape == (8 * (5 + 9) + 2 * 64,)
+    assert full.tree_mask[:13].int().tolist() == [1] * 5 + [1, 0, 0, 0, 0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("mode", list(MaskMode), ids=str)
+@FEW
+@given(
+    cfg=small_configs(),
+    bs=st.integers(0, 3),
+    kind=st.sampled_from(KINDS),
+    seed=st.integers(0, 2**31),
+)
+def test_build_matches_torch_on_organized_trees(mode, cfg, bs, kind, seed):
+    # NaN and tied scores change which candidates organize_tree selects, not the layout rules.
+    assume_mode(cfg, mode)
+    gen = torch.Generator().manual_seed(seed)
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, kind))
+    check_build_reference(cfg, tree, *random_rows(bs, gen, "cpu"), mode)
+
+
+@pytest.mark.parametrize("mode", list(MaskMode), ids=str)
+@FEW
+@given(cfg=small_configs(), bs=st.integers(1, 3), seed=st.integers(0, 2**31))
+def test_build_matches_torch_on_malformed_trees(mode, cfg, bs, seed):
+    assume_mode(cfg, mode)
+    gen = torch.Generator().manual_seed(seed)
+    check_build_reference(cfg, malformed_tree(cfg, bs, gen), *random_rows(bs, gen, "cpu"), mode)
+
+
+def assume_mode(cfg, mode):
+    assume(mode is not MaskMode.BITPACKED or cfg.num_draft_tokens <= 32)
+
+
+MALFORMED = DraftConfig(2, 3, 5)  # candidates 0-1 step 0, 2-5 step 1, 6-9 step 2
+
+
+@pytest.mark.parametrize(
+    ("parents", "selected"),
+    [
+        pytest.param([-1, 0, 1, 2, 3], [0, 1, 6, 7], id="missing-direct-parent"),
+        pytest.param([-1, 0, 1, 2, 3], [1, 2, 6, 7], id="missing-ancestor"),
+        pytest.param([-1, 0, 1, 8, 6], [0, 1, 6, 8], id="cyclic-ancestors"),
+        pytest.param([-1, 0, 1, 6, 3], [0, 1, 6, 7], id="self-parent"),
+        pytest.param([-1, 0, 1, 2, 3], [0, 1, 2, 6], id="maximum-depth-chain"),
+        # -1 // 2 is -1 (floor), not 0: candidate -1 has no parent, it is not a root child.
+        pytest.param([-1, 0, 1, 2, 3], [-1, 0, 2, 3], id="negative-candidate"),
+        # Slot 5 is past the 5-slot table: no parent.
+        pytest.param([-1, 0, 1, 2, 3], [0, 1, 10, 11], id="slot-past-the-table"),
+        # Candidate 0 selected twice: children of 0 link to its first node.
+        pytest.param([-1, 0, 1, 2, 3], [0, 0, 2, 3], id="duplicate-candidate"),
+    ],
+)
+def test_malformed_cases(parents, selected, device):
+    tree = on(
+        DraftTree(torch.tensor([parents]), torch.tensor([selected]), torch.tensor([[5, 6, 7, 8]])),
+        device,
+    )
+    for mode in MaskMode:
+        check_build(
+            MALFORMED,
+            tree,
+            torch.tensor([4], device=device),
+            torch.tensor([10], device=device),
+            mode,
+        )
+
+
+def test_parent_lookup_stays_in_its_row(device):
+    # Row 0's candidate 6 wants candidate 4, which only row 1 selected: row 0's node stays
+    # unlinked, row 1 is laid out as if alone.
+    tree = on(
+        DraftTree(
+            torch.tensor([[-1, 0, 1, 4, 3], [-1, 0, 1, 2, 3]]),
+            torch.tensor([[0, 1, 2, 6], [4, 5, 8, 9]]),
+            torch.tensor([[5, 6, 7, 8], [1, 2, 3, 4]]),
+        ),
+        device,
+    )
+    bonus, seq_lens = torch.tensor([4, 9], device=device), torch.tensor([10, 20], device=device)
+    vt = check_build(MALFORMED, tree, bonus, seq_lens, MaskMode.QLEN)
+    assert vt.positions[:5].tolist() == [10, 11, 11, 12, 11]
+    assert vt.retrieve_next_token[0].tolist() == [1, 3, -1, -1, -1]
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [DraftConfig.chain(1), DraftConfig(2, 1, 3), DraftConfig(8, 8, 64), DraftConfig(4, 8, 100)],
+    ids=str,
+)
+def test_build_wide_and_degenerate_configs(cfg, device):
+    # A one-step draft (no parent table), N = 64 (several row tiles) and N = 100 > 64.
+    gen = torch.Generator().manual_seed(cfg.num_draft_tokens)
+    tree = on(organize_tree(cfg, *draft_lists(cfg, 2, gen, "ties")), device)
+    for mode in modes_for(cfg):
+        check_build(cfg, tree, *random_rows(2, gen, device), mode)
+    check_build(
+        cfg, on(malformed_tree(cfg, 2, gen), device), *random_rows(2, gen, device), MaskMode.QLEN
+    )
+
+
+@pytest.mark.parametrize("seq_lens_sum", [0, 3, 14, 40])
+def test_full_mask_with_any_seq_lens_sum(seq_lens_sum, device):
+    # A wrong sum (SGLang trusts the caller) drops cells past the end or leaves extra True
+    # cells at the end, exactly as the torch function does.
+    tree, bonus, seq_lens = on(SPEC_TREE, device), SPEC_BONUS.to(device), SPEC_SEQ_LENS.to(device)
+    check_build(SPEC_CFG, tree, bonus, seq_lens, MaskMode.FULL, seq_lens_sum=seq_lens_sum)
+
+
+@pytest.mark.parametrize(
+    ("n", "dtype"),
+    [
+        (2, torch.uint8),
+        (8, torch.uint8),
+        (9, torch.uint16),
+        (16, torch.uint16),
+        (17, torch.uint32),
+        (32, torch.uint32),
+    ],
+)
+def test_bitpacked_dtypes(n, dtype, device):
+    cfg = DraftConfig(4, 4, n)
+    gen = torch.Generator().manual_seed(n)
+    tree = on(organize_tree(cfg, *draft_lists(cfg, 2, gen)), device)
+    vt = check_build(cfg, tree, *random_rows(2, gen, device), MaskMode.BITPACKED)
+    assert vt.tree_mask.dtype == dtype
+    # Bit 31 set in a uint32 row: the signed view the kernel writes through keeps the bits.
+    if n == 32:
+        assert (vt.tree_mask.to(I64) >= 2**31).any()
+
+
+def column_major(t):
+    """The same values in a non-contiguous (transposed) layout."""
+    return t.t().contiguous().t()
+
+
+def test_non_contiguous_inputs(device):
+    # The op bodies make their inputs contiguous; a strided layout gives the same values.
+    tree, bonus, seq_lens, vt, target = spec_ops_args(device)
+    strided = DraftTree(*(column_major(t) for t in tree))
+    assert not any(t.is_contiguous() for t in strided)
+    for mode in MaskMode:
+        check_build(SPEC_CFG, strided, bonus, seq_lens, mode)
+    links = vt._replace(retrieve_next_token=column_major(vt.retrieve_next_token))
+    links = links._replace(retrieve_next_sibling=column_major(vt.retrieve_next_sibling))
+    check_greedy(SPEC_CFG, links, column_major(target.view(2, 8)))
+
+
+def test_empty_batch_launches_nothing(device, monkeypatch):
+    def no_launch(kernel):
+        raise AssertionError("a kernel was launched for an empty batch")
+
+    monkeypatch.setattr(torch.library, "wrap_triton", no_launch)
+    cfg = DraftConfig(4, 3, 8)
+    tree = on(DraftTree(*(torch.zeros(0, w, dtype=I64) for w in (9, 7, 7))), device)
+    empty = torch.zeros(0, dtype=I64, device=device)
+    for mode in MaskMode:
+        check_build(cfg, tree, empty, empty, mode)
+    vt = build_verify_tree(cfg, tree, empty, empty)
+    check_greedy(cfg, vt, empty)
+
+
+# --- greedy verification --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("accepted", range(5))
+def test_greedy_chain_accepts_every_length(accepted, device):
+    # Chain 50 -> 1 2 3 4; the target agrees with `accepted` drafts, then says 99.
+    cfg = DraftConfig.chain(4)
+    tree = DraftTree(
+        torch.tensor([[-1, 0, 1, 2]]), torch.tensor([[0, 1, 2, 3]]), torch.tensor([[1, 2, 3, 4]])
+    )
+    vt = build_verify_tree(
+        cfg, on(tree, device), torch.tensor([50], device=device), torch.tensor([10], device=device)
+    )
+    target = torch.tensor([*[1, 2, 3, 4][:accepted], 99, 7, 7, 7, 7][:5], device=device)
+    verdict = check_greedy(cfg, vt, target)
+    assert verdict.num_accepted.tolist() == [accepted]
+    assert verdict.accept_index.tolist() == [list(range(accepted + 1)) + [-1] * (4 - accepted)]
+
+
+@FEW
+@given(
+    cfg=small_configs(),
+    bs=st.integers(0, 3),
+    kind=st.sampled_from(KINDS),
+    seed=st.integers(0, 2**31),
+)
+def test_greedy_matches_torch_on_organized_trees(cfg, bs, kind, seed):
+    gen = torch.Generator().manual_seed(seed)
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, kind))
+    vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
+    check_greedy(cfg, vt, agreeing_target(vt, gen))  # deep walks, every branch
+    check_greedy(cfg, vt, torch.randint(0, 1000, (bs * cfg.num_draft_tokens,), generator=gen))
+
+
+@FEW
+@given(cfg=small_configs(), bs=st.integers(1, 3), seed=st.integers(0, 2**31))
+def test_greedy_matches_torch_on_malformed_trees(cfg, bs, seed):
+    gen = torch.Generator().manual_seed(seed)
+    vt = build_verify_tree(cfg, malformed_tree(cfg, bs, gen), *random_rows(bs, gen, "cpu"))
+    check_greedy(cfg, vt, agreeing_target(vt, gen, agree=0.9))
+
+
+@FEW
+@given(cfg=small_configs(), bs=st.integers(1, 3), seed=st.integers(0, 2**31))
+def test_greedy_bounded_walk_equals_pointer_doubling_on_cyclic_links(cfg, bs, seed):
+    # Random links loop, point at themselves and leave [-1, N - 1]; the kernel walks each
+    # sibling list for at most N nodes, the torch path doubles pointers: same first match.
+    gen = torch.Generator().manual_seed(seed)
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
+    vt = scrambled_links(build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu")), gen)
+    n = cfg.num_draft_tokens
+    check_greedy(cfg, vt, torch.randint(0, 3, (bs * n,), generator=gen), with_reference=False)
+
+
+@FEW
+@given(cfg=small_configs(), bs=st.integers(1, 4), seed=st.integers(0, 2**31))
+def test_greedy_matches_torch_with_any_retrieve_index(cfg, bs, seed):
+    # Entries naming another row's node, or no node: both paths commit only within the
+    # accepting request's own row.
+    gen = torch.Generator().manual_seed(seed)
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
+    vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
+    vt = scrambled_links(vt, gen, scramble_index=True)
+    n = cfg.num_draft_tokens
+    check_greedy(cfg, vt, torch.randint(0, 3, (bs * n,), generator=gen), with_reference=False)
+
+
+def test_greedy_wide_trees_and_foreign_rows(device):
+    # N = 64 and N = 100 (BLOCK_N 128); then retrieve_index entries naming other rows' nodes.
+    gen = torch.Generator().manual_seed(7)
+    for cfg, bs in ((DraftConfig(8, 8, 64), 3), (DraftConfig(4, 8, 100), 2)):
+        tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, "ties"))
+        vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
+        check_greedy(cfg, on(vt, device), agreeing_target(vt, gen, agree=0.95).to(device))
+    cfg, bs = DraftConfig(8, 8, 64), 17
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
+    vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
+    index = vt.retrieve_index.clone()
+    index[0, :4] = torch.tensor([1087, 1086, 70, 5])  # row 0 names row 16's and row 1's nodes
+    index[16, 0] = 3  # row 16's root is row 0's node 3: accepted, but not row 16's to commit
+    vt = vt._replace(retrieve_index=index)
+    target = agreeing_target(vt, gen, agree=0.95)
+    got = check_greedy(cfg, on(vt, device), target.to(device), with_reference=False)
+    assert got.accept_index[16, 0].item() == 3
+    assert got.predicts[3].item() == 0  # row 0 accepted only its root, flat node 1087
+
+
+@pytest.mark.parametrize("n", [2, 5, 16, 33])
+def test_greedy_first_match_needs_at_most_n_minus_1_hops(n, device):
+    cfg = DraftConfig(n, 1, n)  # one level: the root's children
+    target = torch.full((n,), 7, dtype=I64, device=device)
+    # The match N - 1 hops down a ring through every node is found ...
+    verdict = check_greedy(cfg, on(sibling_ring(n, n - 1), device), target)
+    assert verdict.accept_index.tolist() == [[0, n - 1]]
+    # ... and a ring without a match ends the walk.
+    verdict = check_greedy(cfg, on(sibling_ring(n, -1), device), target)
+    assert verdict.accept_index.tolist() == [[0, -1]]
+
+
+def test_greedy_spec_tree_with_later_sibling(device):
+    vt = build_verify_tree(
+        SPEC_CFG, on(SPEC_TREE, device), SPEC_BONUS.to(device), SPEC_SEQ_LENS.to(device)
+    )
+    target = torch.zeros(16, dtype=I64)
+    target[[0, 1, 7]] = torch.tensor([10, 16, 77])
+    target[[8, 11, 15]] = torch.tensor([22, 26, 88])
+    verdict = check_greedy(SPEC_CFG, vt, target.to(device))
+    assert verdict.accept_index.tolist() == [[0, 1, 7, -1], [8, 11, 15, -1]]
+    assert verdict.num_accepted.tolist() == [2, 2]
+    # Target given as [bs, N] gives the same verdict.
+    assert_same(kgreedy.verify_greedy(SPEC_CFG, vt, target.view(2, 8).to(device)), verdict)
+
+
+# --- op contracts ---------------------------------------------------------------------------
+
+
+def spec_ops_args(device):
+    tree, bonus, seq_lens = on(SPEC_TREE, device), SPEC_BONUS.to(device), SPEC_SEQ_LENS.to(device)
+    vt = build_verify_tree(SPEC_CFG, tree, bonus, seq_lens)
+    target = torch.arange(16, device=device)
+    return tree, bonus, seq_lens, vt, target
+
+
+@pytest.mark.parametrize("mode", list(MaskMode), ids=str)
+def test_opcheck_verify_build(mode, device):
+    tree, bonus, seq_lens, _, _ = spec_ops_args(device)
+    total = 8 * 14 + 2 * 64 if mode is MaskMode.FULL else 0
+    args = (*tree, bonus, seq_lens, 4, 3, kverify.mask_code(mode), total)
+    torch.library.opcheck(kverify.VERIFY_BUILD_OP, args)
+
+
+def test_opcheck_verify_greedy(device):
+    _, _, _, vt, target = spec_ops_args(device)
+    args = (vt.draft_tokens, vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
+    torch.library.opcheck(kgreedy.VERIFY_GREEDY_OP, (*args, target, 3))
+
+
+@pytest.mark.parametrize("mode", list(MaskMode), ids=str)
+def test_one_op_per_call(mode, device):
+    tree, bonus, seq_lens, vt, target = spec_ops_args(device)
+    kverify.build_verify_tree(SPEC_CFG, tree, bonus, seq_lens, mask_mode=mode, seq_lens_sum=14)
+    with OpCounter() as counter:
+        kverify.build_verify_tree(SPEC_CFG, tree, bonus, seq_lens, mask_mode=mode, seq_lens_sum=14)
+    assert dict(counter.ops) == {"eagle_fn.verify_build.default": 1}
+    with OpCounter() as counter:
+        kgreedy.verify_greedy(SPEC_CFG, vt, target)
+    assert dict(counter.ops) == {"eagle_fn.verify_greedy.default": 1}
+
+
+def test_cores_take_the_torch_cores_arguments(device):
+    tree, bonus, seq_lens, vt, target = spec_ops_args(device)
+    built = kverify.verify_core(SPEC_CFG, *tree, bonus, seq_lens, MaskMode.QLEN, 0)
+    assert_same(built, build_verify_tree(SPEC_CFG, tree, bonus, seq_lens))
+    links = (vt.draft_tokens, vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
+    verdict = kgreedy.greedy_core(SPEC_CFG, *links, target)
+    assert_same(verdict, verify_greedy(SPEC_CFG, vt, target))
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("mode", list(MaskMode), ids=str)
+def test_compiled_equals_eager(mode, device):
+    # Under the interpreter the traced launch is the opaque op; on CUDA, Inductor compiles the
+    # Triton kernel itself. Either way one graph, the same values.
+    torch._dynamo.reset()
+    tree, bonus, seq_lens, _, target = spec_ops_args(device)
+    total = 8 * 14 + 2 * 64 if mode is MaskMode.FULL else 0
+
+    def cycle(parents, selected, drafted, bonus, seq_lens, target):
+        built = kverify.verify_core(
+            SPEC_CFG, parents, selected, drafted, bonus, seq_lens, mode, total
+        )
+        links = (
+            built.draft_tokens,
+            built.retrieve_index,
+            built.retrieve_next_token,
+            built.retrieve_next_sibling,
+        )
+        return built, kgreedy.greedy_core(SPEC_CFG, *links, target)
+
+    args = (*tree, bonus, seq_lens, target)
+    compiled = torch.compile(cycle, fullgraph=True)
+    for got, want in zip(compiled(*args), cycle(*args), strict=True):
+        assert_same(got, want)
+
+
+@pytest.mark.compiled
+def test_compiled_with_the_workers_unbacked_batch(device):
+    # The worker's compile: unbacked batch and FULL length, every other argument static. One
+    # graph per layout (and one for greedy) over batch sizes 0..3, each equal to eager.
+    torch._dynamo.reset()
+    counters.clear()
+    # Specs exactly as the worker derives them from the torch functions' contracts.
+    rows = batch_shapes(kverify.verify_core, BUILD_VERIFY.batch_shapes(SPEC_CFG), ints=("total",))
+    build = compile_fn(kverify.verify_core, enabled=True, shapes=rows)
+    links = batch_shapes(kgreedy.greedy_core, VERIFY_GREEDY.batch_shapes(SPEC_CFG))
+    assert len(rows) == 6  # every parameter the contracts name
+    assert len(links) == 5
+    greedy = compile_fn(kgreedy.greedy_core, enabled=True, shapes=links)
+    gen = torch.Generator().manual_seed(0)
+    for batch in (2, 0, 3, 1):
+        tree = on(organize_tree(SPEC_CFG, *draft_lists(SPEC_CFG, batch, gen)), device)
+        bonus, seq_lens = random_rows(batch, gen, device)
+        for mode in MaskMode:
+            length = 8 * int(seq_lens.sum()) + batch * 64 if mode is MaskMode.FULL else 0
+            got = build(SPEC_CFG, *tree, bonus, seq_lens, mode, length)
+            assert_same(got, kverify.verify_core(SPEC_CFG, *tree, bonus, seq_lens, mode, length))
+        target = agreeing_target(on(got, "cpu"), gen).to(device)
+        args = (
+            got.draft_tokens,
+            got.retrieve_index,
+            got.retrieve_next_token,
+            got.retrieve_next_sibling,
+            target,
+        )
+        assert_same(greedy(SPEC_CFG, *args), kgreedy.greedy_core(SPEC_CFG, *args))
+    assert counters["stats"]["unique_graphs"] == len(MaskMode) + 1
+    assert sum(counters["graph_break"].values()) == 0
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.compiled)])
+def test_worker_triton_backend_takes_the_kernel(compiled, device, monkeypatch):
+    # The worker's path table names the kernels' "verify_core" on eagle_fn.kernels.
+    import eagle_fn.kernels
+
+    assert eagle_fn.kernels.verify_core is kverify.verify_core
+    torch._dynamo.reset()
+    worker = DraftOrganizer(SPEC_CFG, max_bs=4, device=device, compile=compiled, backend="triton")
+    tree, bonus, seq_lens = on(SPEC_TREE, device), SPEC_BONUS.to(device), SPEC_SEQ_LENS.to(device)
+    for mode in MaskMode:
+        with OpCounter() as counter:
+            got = worker.build_verify(tree, bonus, seq_lens, mask_mode=mode, seq_lens_sum=14)
+        assert_same(got, build_verify_tree(SPEC_CFG, tree, bonus, seq_lens, mask_mode=mode))
+        if not compiled:
+            assert dict(counter.ops) == {"eagle_fn.verify_build.default": 1}
+
+
+# --- bad inputs -----------------------------------------------------------------------------
+
+VT = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
+
+
+def raised(fn, *args, **kwargs):
+    """The exception ``fn`` raises: its type and message."""
+    with pytest.raises((TypeError, ValueError)) as info:
+        fn(*args, **kwargs)
+    return type(info.value), str(info.value)
+
+
+WIDE_TREE = DraftTree(*(torch.zeros(1, w, dtype=I64) for w in (33, 39, 39)))
+ZERO = torch.zeros(1, dtype=I64)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "names"),
+    [
+        ((SPEC_CFG, tuple(SPEC_TREE), SPEC_BONUS, SPEC_SEQ_LENS), {}, "tree"),
+        ((SPEC_CFG, SPEC_TREE, SPEC_BONUS[:1], SPEC_SEQ_LENS), {}, "bonus_tokens"),
+        ((SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS.int()), {}, "seq_lens"),
+        ((SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS.to("meta")), {}, "seq_lens"),
+        ((SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS), {"mask_mode": "qlen"}, "mask_mode"),
+        (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {"mask_mode": MaskMode.FULL, "seq_lens_sum": -1},
+            "seq_lens_sum",
+        ),
+        (
+            (DraftConfig(8, 5, 40), WIDE_TREE, ZERO, ZERO),
+            {"mask_mode": MaskMode.BITPACKED},
+            "num_draft_tokens",
+        ),
+    ],
+)
+def test_build_bad_inputs_raise_as_torch(args, kwargs, names):
+    # The same checks run first: same exception, same message, naming the argument.
+    error, message = raised(build_verify_tree, *args, **kwargs)
+    assert raised(kverify.build_verify_tree, *args, **kwargs) == (error, message)
+    assert message.startswith("build_verify_tree: ")
+    assert names in message
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        ((None, VT, torch.zeros(16, dtype=I64)), "cfg"),
+        ((SPEC_CFG, tuple(VT), torch.zeros(16, dtype=I64)), "verify_tree"),
+        ((SPEC_CFG, VT, torch.zeros(15, dtype=I64)), "target_predict"),
+        ((SPEC_CFG, VT, torch.zeros(4, 4, dtype=I64)), "target_predict"),
+        ((SPEC_CFG, VT, torch.zeros(16)), "target_predict"),
+        (
+            (SPEC_CFG, VT._replace(draft_tokens=VT.draft_tokens[:8]), torch.zeros(16, dtype=I64)),
+            "draft_tokens",
+        ),
+        (
+            (
+                SPEC_CFG,
+                VT._replace(retrieve_next_sibling=VT.retrieve_next_sibling.int()),
+                torch.zeros(16, dtype=I64),
+            ),
+            "retrieve_next_sibling",
+        ),
+    ],
+)
+def test_greedy_bad_inputs_raise_as_torch(args, names):
+    error, message = raised(verify_greedy, *args)
+    assert raised(kgreedy.verify_greedy, *args) == (error, message)
+    assert message.startswith("verify_greedy: ")
+    assert names in message
+
+
+@pytest.mark.skipif(INTERPRETED, reason="the interpreter runs CPU tensors")
+def test_cpu_tensors_need_the_interpreter():
+    with pytest.raises(ValueError, match=r"build_verify_tree: the Triton kernels cannot run here"):
+        kverify.build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
+    with pytest.raises(ValueError, match=r"verify_greedy: the Triton kernels cannot run here"):
+        kgreedy.verify_greedy(SPEC_CFG, VT, torch.zeros(16, dtype=I64))
+
+
+def test_kernels_compile_for_hopper():
+    # The interpreter accepts code the compiler rejects: build every variant for sm_90 in a
+    # process without TRITON_INTERPRET (no GPU needed, Triton ships ptxas).
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's CUDA backend")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    script = "import kernel_trees; kernel_trees.compile_for_hopper()"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("cubin bytes") == 7
