@@ -11,8 +11,9 @@ from torch import Tensor
 from . import _checks
 from .config import DraftConfig
 from .organize import DraftTree
+from .sampling import draw_uniforms, target_probs_from_logits, verify_sampling
 from .steps import select_top_k
-from .verify import verify_greedy
+from .verify import GreedyVerdict, verify_greedy
 from .verify_tree import VerifyTree
 from .worker import DraftOrganizer
 
@@ -68,24 +69,61 @@ def greedy_generate(target: ToyModel, prompts: Tensor, max_new_tokens: int) -> T
     return out
 
 
+def sample_generate(
+    target: ToyModel,
+    prompts: Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float | Tensor,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Plain sampling from the target, one token per step: the distribution speculative
+    sampling must reproduce. Temperature 0 (per request) is greedy decoding.
+
+    Shapes: ``prompts [bs, >= 2]``, ``temperature`` a float or ``[bs]`` ->
+    ``[bs, max_new_tokens]``.
+    """
+    _check_generate("sample_generate", (target,), prompts, max_new_tokens)
+    temps = _temperatures("sample_generate", temperature, prompts)
+    previous, last = prompts[:, -2], prompts[:, -1]
+    out = prompts.new_empty(prompts.shape[0], max_new_tokens)
+    for i in range(max_new_tokens):
+        probs = target_probs_from_logits(target.logits(previous, last), temps)  # [bs, V]
+        previous, last = last, torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        out[:, i] = last
+    return out
+
+
 def speculative_generate(
     cfg: DraftConfig,
     target: ToyModel,
     draft: ToyModel,
     prompts: Tensor,
     max_new_tokens: int,
+    *,
+    temperature: float | Tensor = 0.0,
+    generator: torch.Generator | None = None,
 ) -> Generation:
-    """Speculative decoding with greedy verification, from the public functions only.
+    """Speculative decoding from the public functions only, greedy or sampled.
 
     Each round drafts ``cfg.num_steps`` steps (a chain as one multi-layer call, a tree with
     :func:`select_top_k`), organizes them with a :class:`DraftOrganizer`, lays out the verify
-    tree, runs the target on every node at once and keeps what :func:`verify_greedy`
-    accepts. The output equals :func:`greedy_generate`'s.
+    tree, runs the target on every node at once and keeps what verification accepts.
+
+    ``temperature=0`` (the float) verifies with :func:`verify_greedy`: the output equals
+    :func:`greedy_generate`'s. Otherwise (a float, or ``[bs]`` per request, 0 meaning greedy)
+    every round verifies with :func:`verify_sampling` and coins drawn from ``generator``:
+    a chain samples its draft tokens from the draft at the request's temperature and passes
+    their distributions as ``draft_probs``; a tree keeps the draft's top-k and verifies
+    target-only. The output then follows :func:`sample_generate`'s distribution.
 
     Shapes: ``prompts [bs, >= 2]`` int64 -> ``tokens [bs, max_new_tokens]``.
     """
     _checks.require_config("speculative_generate", cfg)
     _check_generate("speculative_generate", (target, draft), prompts, max_new_tokens)
+    temps = None
+    if isinstance(temperature, Tensor) or temperature != 0:
+        temps = _temperatures("speculative_generate", temperature, prompts)
     bs = prompts.shape[0]
     worker = DraftOrganizer(cfg, max_bs=max(bs, 1), device=prompts.device)
     # A round commits up to num_steps + 1 tokens; one more column catches discarded writes.
@@ -95,9 +133,8 @@ def speculative_generate(
     seq_lens = prompts.new_full((bs,), prompts.shape[1])
     accepted = []
     while bool((count < max_new_tokens).any()):
-        tree = draft_tree(cfg, worker, draft, previous, last)
-        vt = worker.build_verify(tree, last, seq_lens)
-        verdict = verify_greedy(cfg, vt, _target_predict(target, vt, previous, bs))
+        round_ = Round(cfg, worker, target, draft, previous, last, seq_lens)
+        verdict = verify_round(round_, temps, generator)
         active = count < max_new_tokens  # [bs] finished requests keep their state
         accepted.append(torch.where(active, verdict.num_accepted, -1))
         committed = _committed(verdict.predicts, verdict.accept_index, active)  # [bs, S + 1]
@@ -106,6 +143,66 @@ def speculative_generate(
         count, seq_lens = count + n_new, seq_lens + n_new
     rounds = torch.stack(accepted) if accepted else prompts.new_empty(0, bs)
     return Generation(out[:, :max_new_tokens], rounds)
+
+
+class Round(NamedTuple):
+    """One verification round's models and state."""
+
+    cfg: DraftConfig
+    worker: DraftOrganizer
+    target: ToyModel
+    draft: ToyModel
+    previous: Tensor  # [bs]
+    last: Tensor  # [bs]
+    seq_lens: Tensor  # [bs]
+
+
+def verify_round(
+    r: Round, temps: Tensor | None, generator: torch.Generator | None
+) -> GreedyVerdict:
+    """Drafts, lays out and verifies one round: greedily when ``temps`` is None."""
+    bs = r.last.shape[0]
+    draft_probs = None
+    if temps is not None and r.cfg.is_chain:
+        tree, draft_probs = sampled_chain(r.cfg, r.worker, r.draft, r.previous, r.last, temps,
+                                          generator)  # fmt: skip
+    else:
+        tree = draft_tree(r.cfg, r.worker, r.draft, r.previous, r.last)
+    vt = r.worker.build_verify(tree, r.last, r.seq_lens)
+    logits = _node_logits(r.target, vt, r.previous, bs)  # [bs, N, V]
+    if temps is None:
+        return verify_greedy(r.cfg, vt, logits.argmax(-1).flatten())
+    probs = target_probs_from_logits(logits, temps)  # [bs, N, V]
+    coins = draw_uniforms(bs, r.cfg.num_draft_tokens, generator=generator, device=r.last.device)
+    return verify_sampling(r.cfg, vt, probs, *coins, draft_probs=draft_probs)
+
+
+def sampled_chain(
+    cfg: DraftConfig,
+    worker: DraftOrganizer,
+    draft: ToyModel,
+    previous: Tensor,
+    last: Tensor,
+    temps: Tensor,
+    generator: torch.Generator | None,
+) -> tuple[DraftTree, Tensor]:
+    """A chain drafted by sampling the draft at each request's temperature, organized by the
+    chain fast path, and the distributions the tokens were drawn from.
+
+    Shapes: ``previous, last, temps [bs]`` -> a chain :class:`DraftTree`,
+    ``draft_probs [bs, N, V]`` (row ``j`` drew node ``j + 1``; the last row is zero).
+    """
+    rows, picked, tokens = [], [], []
+    for _ in range(cfg.num_steps):
+        probs = target_probs_from_logits(draft.logits(previous, last), temps)  # [bs, V]
+        token = torch.multinomial(probs, 1, generator=generator)  # [bs, 1]
+        previous, last = last, token.squeeze(1)
+        rows.append(probs)
+        picked.append(probs.gather(1, token).squeeze(1))
+        tokens.append(last)
+    rows.append(torch.zeros_like(rows[0]))
+    tree = worker.organize(torch.stack(picked, 1), torch.stack(tokens, 1))
+    return tree, torch.stack(rows, 1)
 
 
 def draft_tree(
@@ -139,9 +236,9 @@ def draft_tree(
     return worker.organize_steps(*lists)
 
 
-def _target_predict(target: ToyModel, vt: VerifyTree, previous: Tensor, bs: int) -> Tensor:
-    """The target's argmax at every node, reading each node's previous token through the
-    tree mask and positions the way attention would. ``-> [bs * N]``."""
+def _node_logits(target: ToyModel, vt: VerifyTree, previous: Tensor, bs: int) -> Tensor:
+    """The target's logits at every node, reading each node's previous token through the
+    tree mask and positions the way attention would. ``-> [bs, N, V]``."""
     n = vt.retrieve_index.shape[1]
     tokens = vt.draft_tokens.view(bs, n)  # [bs, N]
     positions = vt.positions.view(bs, n)  # [bs, N]
@@ -150,7 +247,7 @@ def _target_predict(target: ToyModel, vt: VerifyTree, previous: Tensor, bs: int)
     parent = visible & (positions.unsqueeze(1) == positions.unsqueeze(2) - 1)  # [bs, N, N]
     parent_token = (parent * tokens.unsqueeze(1)).sum(-1)  # [bs, N]
     parent_token[:, 0] = previous  # the root's previous token is in the verified context
-    return target.logits(parent_token, tokens).argmax(-1).flatten()
+    return target.logits(parent_token, tokens)
 
 
 def _committed(predicts: Tensor, accept_index: Tensor, active: Tensor) -> Tensor:
@@ -201,3 +298,20 @@ def _check_generate(
     if tensor.numel() and not bool(((tensor >= 0) & (tensor < vocab)).all()):
         raise ValueError(f"{where}: prompts must hold token ids in [0, {vocab})")
     _checks.require_int(where, "max_new_tokens", max_new_tokens, 0)
+
+
+def _temperatures(where: str, temperature: object, prompts: Tensor) -> Tensor:
+    """Per-request temperatures ``[bs]`` from a float or a ``[bs]`` tensor."""
+    bs = prompts.shape[0]
+    if isinstance(temperature, Tensor):
+        _checks.require_scores(where, "temperature", temperature, "[bs]", (bs,))
+        _checks.require_device(where, "temperature", temperature, prompts.device, "prompts")
+        return temperature
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool):
+        raise TypeError(
+            f"{where}: temperature must be a float or a [bs] tensor, "
+            f"got {type(temperature).__name__}"
+        )
+    if not temperature >= 0 or temperature == float("inf"):
+        raise ValueError(f"{where}: temperature must be finite and >= 0, got {temperature}")
+    return torch.full((bs,), float(temperature), device=prompts.device)
