@@ -19,7 +19,7 @@ from eagle_fn import (
     verify_greedy,
     verify_sampling,
 )
-from eagle_fn.sampling import Uniforms, child_lists
+from eagle_fn.sampling import Uniforms, child_lists, sample_from_row
 from helpers import assert_matches
 from sampling_inputs import (
     COIN_KINDS,
@@ -61,6 +61,28 @@ def test_tree_accepts_the_second_child():
     # Node 2 is a leaf: the final token comes from its plain row [.., 0.25 at 2, 0.75 at 6];
     # coin 0.5 -> u = 0.5, running 0.25 then 1.0 > 0.5 at token 6.
     assert as_lists(tree_verdict(0.6, 0.5)) == [[[0, 2, -1]], [1], [9, 0, 6, 0]]
+
+
+def test_the_running_sum_must_exceed_the_coin():
+    # Node 2's row [0.25 at 2, 0.75 at 6], final coin 0.25: u = 0.25 equals the running sum at
+    # token 2, which does not exceed it; token 6 is the first whose running sum (1.0) does.
+    assert tree_verdict(0.6, 0.25).predicts.tolist() == [9, 0, 6, 0]
+    assert tree_verdict(0.6, 0.2499).predicts.tolist() == [9, 0, 2, 0]
+
+
+@given(
+    bs=st.integers(0, 5),
+    vocab=st.integers(1, 12),
+    seed=st.integers(0, 2**31),
+)
+def test_final_draw_matches_reference(bs, vocab, seed):
+    # Grid rows and coins: running sums land exactly on coin * total, NaN and zero rows too.
+    gen = torch.Generator().manual_seed(seed)
+    grid = torch.tensor([0.0, 0.125, 0.25, 0.5, -0.25, math.nan])
+    rows = grid[torch.randint(0, 6, (bs, vocab), generator=gen)]
+    coin = torch.tensor([0.0, 0.25, 0.5, 0.75, 0.999])[torch.randint(0, 5, (bs,), generator=gen)]
+    want = [reference.sample_row(rows[b], coin[b]) for b in range(bs)]
+    assert_matches(sample_from_row(rows, coin), want, (bs,), I64)
 
 
 def test_tree_rejects_every_child_and_removes_them():
