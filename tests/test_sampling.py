@@ -620,3 +620,23 @@ def test_probs_bad_inputs(args, kwargs, error, match):
 def test_uniforms_bad_inputs(args, kwargs, error, match):
     with pytest.raises(error, match=match):
         draw_uniforms(*args, **kwargs)
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_compiles_in_one_graph_with_eager_values(chain):
+    # fullgraph=True fails on any graph break: no data-dependent Python control flow, no sync.
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(0)
+    cfg = DraftConfig.chain(3) if chain else DraftConfig(3, 3, 8)
+    n = cfg.num_draft_tokens
+    vt = organized_tree(cfg, 5, gen, 12)
+    q = target_rows(vt, 12, gen, "agree")
+    p = target_rows(vt, 12, gen, "smooth") if chain else None
+    u = draw_uniforms(5, n, generator=gen)
+    compiled = torch.compile(verify_sampling, fullgraph=True)
+    got = compiled(cfg, vt, q, *u, draft_probs=p)
+    want = verify_sampling(cfg, vt, q, *u, draft_probs=p)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch._dynamo.reset()
