@@ -111,15 +111,15 @@ def target_probs_from_logits(
     bs, vocab = temperature.shape[0], logits.shape[-1]
     dtype = _compute_dtype(logits.dtype)
     x = logits.reshape(bs, rows, vocab).to(dtype)  # [bs, N, V]
-    x = torch.where(torch.isnan(x), -math.inf, x)
-    temps = temperature.to(dtype).view(bs, 1, 1)
+    x = torch.where(torch.isnan(x), -math.inf, x)  # [bs, N, V]
+    temps = temperature.to(dtype).view(bs, 1, 1)  # [bs, 1, 1]
     greedy = temps <= 0  # [bs, 1, 1]
     probs = torch.softmax(x / torch.where(greedy, 1.0, temps), dim=-1)  # [bs, N, V]
-    probs = torch.where(probs > 0, probs, 0.0)  # NaN rows (no finite logit) have no mass
+    probs = torch.where(probs > 0, probs, 0.0)  # [bs, N, V] NaN rows (no finite logit): 0
     if top_k is not None or top_p is not None:
-        probs = _renormalize(probs * _top_k_top_p_mask(probs, top_k, top_p))
-    onehot = torch.zeros_like(probs).scatter_(-1, x.argmax(-1, keepdim=True), 1.0)
-    return torch.where(greedy, onehot, probs).reshape(logits.shape)
+        probs = _renormalize(probs * _top_k_top_p_mask(probs, top_k, top_p))  # [bs, N, V]
+    onehot = torch.zeros_like(probs).scatter_(-1, x.argmax(-1, keepdim=True), 1.0)  # [bs, N, V]
+    return torch.where(greedy, onehot, probs).reshape(logits.shape)  # logits' shape
 
 
 def _top_k_top_p_mask(probs: Tensor, top_k: Tensor | None, top_p: Tensor | None) -> Tensor:
@@ -128,21 +128,21 @@ def _top_k_top_p_mask(probs: Tensor, top_k: Tensor | None, top_p: Tensor | None)
     ordered, order = probs.sort(dim=-1, descending=True, stable=True)  # [bs, N, V]
     keep = torch.ones_like(ordered, dtype=torch.bool)  # [bs, N, V] in sorted order
     if top_k is not None:
-        k = top_k.view(bs, 1, 1)
+        k = top_k.view(bs, 1, 1)  # [bs, 1, 1]
         kth = ordered.gather(-1, (k - 1).clamp(0, vocab - 1).expand(-1, probs.shape[1], 1))
-        keep = keep & ((k <= 0) | (k >= vocab) | (ordered >= kth))
+        keep = keep & ((k <= 0) | (k >= vocab) | (ordered >= kth))  # [bs, N, V]
     if top_p is not None:
         mass = _renormalize(ordered * keep)  # [bs, N, V]
         running = torch.cumsum(mass, dim=-1)  # [bs, N, V]
         before = torch.cat([torch.zeros_like(running[..., :1]), running[..., :-1]], -1)
-        p = top_p.to(probs.dtype).view(bs, 1, 1)
-        keep = keep & ((before < p) | (p >= 1))
-    return torch.zeros_like(keep).scatter_(-1, order, keep)
+        p = top_p.to(probs.dtype).view(bs, 1, 1)  # [bs, 1, 1]
+        keep = keep & ((before < p) | (p >= 1))  # [bs, N, V]
+    return torch.zeros_like(keep).scatter_(-1, order, keep)  # [bs, N, V] in vocabulary order
 
 
 def _renormalize(probs: Tensor) -> Tensor:
     total = probs.sum(-1, keepdim=True)  # [..., 1]
-    return torch.where(total > 0, probs / torch.where(total > 0, total, 1.0), 0.0)
+    return torch.where(total > 0, probs / torch.where(total > 0, total, 1.0), 0.0)  # [..., V]
 
 
 def verify_sampling(
@@ -247,8 +247,8 @@ def _target_only_step(
     tokens = _child_tokens(vt.draft_tokens.view(bs, n), children, vocab)  # [bs, N, N]
     prob = _probs_at(q, tokens)  # [bs, N, N] q[node, token of its i-th child]
     acc = torch.stack(running_sums(prob), dim=-1)  # [bs, N, N] in link order, like SGLang
-    limit = acc / torch.full((), threshold_acc, dtype=q.dtype, device=q.device)
-    accept = tried & ((coins.unsqueeze(-1) <= limit) | (prob >= threshold_single))
+    limit = acc / torch.full((), threshold_acc, dtype=q.dtype, device=q.device)  # [bs, N, N]
+    accept = tried & ((coins.unsqueeze(-1) <= limit) | (prob >= threshold_single))  # [bs, N, N]
     first = _first_true(accept)  # [bs, N] position of the accepted child, N if none
     chosen = children.gather(2, first.clamp(max=n - 1).unsqueeze(-1)).squeeze(-1)  # [bs, N]
     child = torch.where(first < n, chosen, -1)  # [bs, N]
@@ -509,11 +509,11 @@ def _check_logits(logits: object, temperature: object, top_k: object, top_p: obj
     _checks.require_scores(where, "logits", x, "[bs, N, V]", shape)
     _checks.require_device(where, "logits", x, device, "temperature")
     if top_k is not None:
-        _checks.require_index(where, "top_k", top_k, "[bs]", (bs,))
-        _checks.require_device(where, "top_k", top_k, device, "temperature")  # type: ignore[arg-type]
+        k = _checks.require_index(where, "top_k", top_k, "[bs]", (bs,))
+        _checks.require_device(where, "top_k", k, device, "temperature")
     if top_p is not None:
-        _checks.require_scores(where, "top_p", top_p, "[bs]", (bs,))
-        _checks.require_device(where, "top_p", top_p, device, "temperature")  # type: ignore[arg-type]
+        p = _checks.require_scores(where, "top_p", top_p, "[bs]", (bs,))
+        _checks.require_device(where, "top_p", p, device, "temperature")
     if len(shape) == 3:
         return shape[1]
     return shape[0] // bs if bs else 0
