@@ -62,7 +62,9 @@ def verify_sampling(
     p = None if draft_probs is None else draft_probs.reshape(q.shape).to(dtype)
     coins = uniforms.to(dtype)
     finals = final_uniforms.to(dtype)
-    thr_acc = torch.tensor(max(threshold_acc, 1e-9), dtype=dtype)
+    # Thresholds are rounded to float32 first, as SGLang's kernel takes them.
+    thr_acc = torch.tensor(max(threshold_acc, 1e-9), dtype=torch.float32).to(dtype)
+    thr_single = torch.tensor(threshold_single, dtype=torch.float32).to(dtype)
     tokens = vt.draft_tokens.tolist()
     index = vt.retrieve_index.tolist()
     next_token = vt.retrieve_next_token.tolist()
@@ -85,7 +87,7 @@ def verify_sampling(
                 qx = prob(q, b, cur, x)
                 if p is None:
                     acc = acc + qx
-                    ok = bool(coin <= acc / thr_acc) or bool(qx >= threshold_single)
+                    ok = bool(coin <= acc / thr_acc) or bool(qx >= thr_single)
                 else:
                     ok = bool(coin * prob(p, b, cur, x) <= qx)
                 if ok:

@@ -109,7 +109,7 @@ def target_probs_from_logits(
     """
     rows = _check_logits(logits, temperature, top_k, top_p)
     bs, vocab = temperature.shape[0], logits.shape[-1]
-    dtype = _compute_dtype(logits.dtype)
+    dtype = compute_dtype(logits.dtype)
     x = logits.reshape(bs, rows, vocab).to(dtype)  # [bs, N, V]
     x = torch.where(torch.isnan(x), -math.inf, x)  # [bs, N, V]
     temps = temperature.to(dtype).view(bs, 1, 1)  # [bs, 1, 1]
@@ -178,8 +178,9 @@ def verify_sampling(
     ``coin * p_j(x) <= q_j(x)``; on rejection the final token comes from
     ``relu(q_j - p_j)``, after the last node (or a node without a child) from ``q``.
 
-    Arithmetic runs in float32 (float64 for float64 ``target_probs``): the accumulator adds in
-    link order like SGLang's kernel, the final running sums are sequential float64 sums.
+    Arithmetic runs in float32 (float64 for float64 ``target_probs``; thresholds are rounded
+    to float32 first, as SGLang's kernel takes them): the accumulator adds in link order like
+    SGLang's kernel, the final running sums are sequential float64 sums.
     Draft tokens outside ``[0, V)`` have probability 0. With both thresholds at 1 and distinct
     sibling tokens the emitted tokens follow the target distribution exactly; lower
     thresholds accept more and are lossy. Coins must lie in ``[0, 1)`` (the caller's
@@ -214,10 +215,10 @@ def verify_sampling(
         ([[0, 1, -1]], [1], [1, 3, 0])
     """
     where = "verify_sampling"
-    q, p = _check_sampling(where, cfg, verify_tree, target_probs, uniforms, final_uniforms,
+    q, p = check_sampling_inputs(where, cfg, verify_tree, target_probs, uniforms, final_uniforms,
                            threshold_single, threshold_acc, draft_probs)  # fmt: skip
     bs, n = verify_tree.retrieve_index.shape
-    dtype = _compute_dtype(q.dtype)
+    dtype = compute_dtype(q.dtype)
     q = q.reshape(bs, n, q.shape[-1]).to(dtype)  # [bs, N, V]
     coins = uniforms.to(dtype)  # [bs, N]
     if p is None:
@@ -247,8 +248,9 @@ def _target_only_step(
     tokens = _child_tokens(vt.draft_tokens.view(bs, n), children, vocab)  # [bs, N, N]
     prob = _probs_at(q, tokens)  # [bs, N, N] q[node, token of its i-th child]
     acc = torch.stack(running_sums(prob), dim=-1)  # [bs, N, N] in link order, like SGLang
-    limit = acc / torch.full((), threshold_acc, dtype=q.dtype, device=q.device)  # [bs, N, N]
-    accept = tried & ((coins.unsqueeze(-1) <= limit) | (prob >= threshold_single))  # [bs, N, N]
+    limit = acc / _as_float32(threshold_acc, q)  # [bs, N, N]
+    likely = prob >= _as_float32(threshold_single, q)  # [bs, N, N]
+    accept = tried & ((coins.unsqueeze(-1) <= limit) | likely)  # [bs, N, N]
     first = _first_true(accept)  # [bs, N] position of the accepted child, N if none
     chosen = children.gather(2, first.clamp(max=n - 1).unsqueeze(-1)).squeeze(-1)  # [bs, N]
     child = torch.where(first < n, chosen, -1)  # [bs, N]
@@ -395,15 +397,21 @@ def _first_true(mask: Tensor) -> Tensor:
     return torch.where(mask, position, size).amin(-1)
 
 
+def _as_float32(value: float, like: Tensor) -> Tensor:
+    """A threshold rounded to float32, as SGLang's kernel takes it, in ``like``'s dtype."""
+    return torch.full((), value, dtype=torch.float32, device=like.device).to(like.dtype)
+
+
 def _in_range(links: Tensor, n: int) -> Tensor:
     return torch.where((links >= 0) & (links < n), links, n)
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The arithmetic type of verification: float64 for float64 inputs, else float32."""
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _check_sampling(
+def check_sampling_inputs(
     where: str,
     cfg: object,
     vt: object,
@@ -414,6 +422,7 @@ def _check_sampling(
     threshold_acc: object,
     draft_probs: object,
 ) -> tuple[Tensor, Tensor | None]:
+    """Checks every input of verify_sampling; returns ``(target_probs, draft_probs)``."""
     cfg = _checks.require_config(where, cfg)
     tree = _check_tree(where, cfg, vt)
     bs, n = tree.retrieve_index.shape
