@@ -250,8 +250,8 @@ def _verify_sampling_kernel(
         count += accepted.to(tl.int64)
         alive = accepted
     tl.store(num_ptr + row, count)
-    ended = count < num_steps
-    stopped = tl.where(ended, stopped, vocab)
+    # `stopped` is only set by a level that accepted nothing: after S acceptances (or at a
+    # leaf) nothing is removed.
     coin = tl.load(final_ptr + row).to(tl.float64 if WIDE else tl.float32).to(tl.float64)
     token = _final_draw(q_ptr, p_ptr, (base + cur) * vocab, stopped, coin, vocab, HAS_DRAFT,
                         WIDE, BLOCK_V)  # fmt: skip
