@@ -317,7 +317,8 @@ def agreeing_logits(vt, vocab, gen, agree=0.8):
                 continue
             while sibling[b, child] >= 0 and torch.rand(1, generator=gen).item() < 0.4:
                 child = sibling[b, child].item()
-            logits[b, node, tokens[b, child]] = 5.0
+            if 0 <= tokens[b, child] < vocab:
+                logits[b, node, tokens[b, child]] = 5.0
     logits[torch.rand(bs, n, vocab, generator=gen) < 0.05] = math.nan
     return logits
 
@@ -326,12 +327,15 @@ def agreeing_logits(vt, vocab, gen, agree=0.8):
     cfg=sampling_configs(),
     bs=st.integers(1, 6),
     thresholds=st.sampled_from(THRESHOLDS),
+    arbitrary_links=st.booleans(),
     seed=st.integers(0, 2**31),
 )
-def test_greedy_rows_of_a_mixed_batch_equal_verify_greedy(cfg, bs, thresholds, seed):
+def test_greedy_rows_of_a_mixed_batch_equal_verify_greedy(
+    cfg, bs, thresholds, arbitrary_links, seed
+):
     gen = torch.Generator().manual_seed(seed)
     vocab, n = 16, cfg.num_draft_tokens
-    vt = organized_tree(cfg, bs, gen, vocab)
+    vt = (random_links if arbitrary_links else organized_tree)(cfg, bs, gen, vocab)
     logits = agreeing_logits(vt, vocab, gen)
     temperature = torch.where(torch.rand(bs, generator=gen) < 0.5, 0.0, 0.8)
     assume(bool((temperature == 0).any()))
