@@ -12,7 +12,7 @@ float64 running sums of the final row are exact (as for dyadic probabilities suc
 because this kernel sums blocks in a tree and the torch function sums sequentially; otherwise
 they can differ only where a running sum ties ``coin * total`` within rounding. ``predicts``
 is then equal too, given ``retrieve_index = row * N + node`` (each program zeroes and writes
-its own request's slots).
+its own request's slots). No product feeds a sum, so FMA fusion cannot change a rounding.
 
 Kernel parameters are untyped by Triton's convention and constexprs are upper case, hence the
 file-wide lint exceptions.
