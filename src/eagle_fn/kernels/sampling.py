@@ -227,7 +227,7 @@ def _verify_sampling_kernel(
     row = tl.program_id(0).to(tl.int64)
     base = row * n
     slots = tl.arange(0, BLOCK_N)
-    tl.store(predicts_ptr + base + slots, tl.zeros([BLOCK_N], tl.int64), mask=slots < n)
+    tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=slots < n)
     last = tl.load(index_ptr + base)  # flat index of the last accepted node
     tl.store(accept_ptr + row * (num_steps + 1), last)
     cur = row * 0  # the last accepted node
