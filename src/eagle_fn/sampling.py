@@ -39,8 +39,9 @@ def draw_uniforms(
 
     Each coin is the midpoint of one of ``2**23`` equal bins, so it is never exactly 0: a zero
     coin would accept a first child whose target probability is 0 (``0 <= 0``), which breaks
-    the exact agreement of greedy rows with :func:`~eagle_fn.verify_greedy`. The bins are as
-    fine as ``torch.rand``'s float32 grid.
+    the exact agreement of greedy rows with :func:`~eagle_fn.verify_greedy`. A coin is off a
+    continuous uniform by at most ``2**-24`` (``torch.rand``'s float32 grid step is ``2**-24``
+    too), so acceptance probabilities are exact to that.
 
     Args:
         bs: requests.
