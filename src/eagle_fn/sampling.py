@@ -216,8 +216,9 @@ def verify_sampling(
         ([[0, 1, -1]], [1], [1, 3, 0])
     """
     where = "verify_sampling"
-    q, p = check_sampling_inputs(where, cfg, verify_tree, target_probs, uniforms, final_uniforms,
-                           threshold_single, threshold_acc, draft_probs)  # fmt: skip
+    q, p = check_sampling_inputs(where, cfg, verify_tree, target_probs, uniforms,
+                                 final_uniforms, threshold_single, threshold_acc,
+                                 draft_probs)  # fmt: skip
     bs, n = verify_tree.retrieve_index.shape
     dtype = compute_dtype(q.dtype)
     q = q.reshape(bs, n, q.shape[-1]).to(dtype)  # [bs, N, V]
