@@ -160,6 +160,40 @@ def test_bad_inputs_raise_before_the_kernel():
         )
 
 
+CPU_CALL = """
+import torch
+from eagle_fn import DraftConfig, DraftTree, build_verify_tree
+from eagle_fn.kernels import sampling as ks
+
+cfg = DraftConfig.chain(1)
+tree = DraftTree(torch.zeros(1, 0, dtype=torch.int64), torch.tensor([[0]]), torch.tensor([[3]]))
+vt = build_verify_tree(cfg, tree, torch.tensor([1]), torch.tensor([2]))
+try:
+    ks.verify_sampling(cfg, vt, torch.rand(2, 8), torch.rand(1, 2), torch.rand(1))
+except ValueError as error:
+    print(error)
+"""
+
+
+def without_interpreter(script):
+    """Runs ``script`` in a process without TRITON_INTERPRET; returns its stdout."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_cpu_tensors_need_the_interpreter():
+    assert "runs on CUDA tensors (CPU tensors need TRITON_INTERPRET=1), got tensors on cpu" in (
+        without_interpreter(CPU_CALL)
+    )
+
+
 def test_nan_never_reaches_a_token():
     cfg = DraftConfig(2, 2, 4)
     gen = torch.Generator().manual_seed(1)
@@ -229,11 +263,4 @@ for probs, wide, draft in [("*fp32", 0, 0), ("*fp32", 0, 1), ("*fp64", 1, 0), ("
 def test_compiles_for_hopper():
     # The interpreter checks no types: compile every variant for sm_90 with Triton's own
     # ptxas (no GPU needed), in a process without TRITON_INTERPRET.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
-    done = subprocess.run(
-        [sys.executable, "-c", HOPPER], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert len(done.stdout.splitlines()) == 4
+    assert len(without_interpreter(HOPPER).splitlines()) == 4

@@ -82,6 +82,12 @@ def verify_sampling(
                                  draft_probs)  # fmt: skip
     if not HAVE_TRITON:
         raise RuntimeError(f"{where}: the Triton backend needs the triton package")
+    device = verify_tree.retrieve_index.device
+    if device.type != "cuda" and not _interpreted():
+        raise ValueError(
+            f"{where}: the Triton kernel runs on CUDA tensors (CPU tensors need "
+            f"TRITON_INTERPRET=1), got tensors on {device}"
+        )
     bs, n = verify_tree.retrieve_index.shape
     vocab = q.shape[-1]
     rows = q.reshape(bs * n, vocab)  # [bs * N, V]
