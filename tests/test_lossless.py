@@ -8,8 +8,14 @@ two-token context; Pearson's chi-square compares them, p > 1e-3 with fixed seeds
 import pytest
 import torch
 
-from eagle_fn import DraftConfig
-from eagle_fn.toy import greedy_generate, sample_generate, speculative_generate, toy_models
+from eagle_fn import DraftConfig, DraftOrganizer, draw_uniforms, verify_sampling
+from eagle_fn.toy import (
+    draft_tree,
+    greedy_generate,
+    sample_generate,
+    speculative_generate,
+    toy_models,
+)
 from sampling_inputs import assert_lossless, chi_square_p, position_marginals, toy_probs
 
 DRAWS = 20_000
@@ -123,3 +129,35 @@ def test_bad_temperature(temperature, error, match):
             DraftConfig.chain(2), target, draft, torch.tensor([[1, 2], [3, 4]]), 3,
             temperature=temperature,
         )  # fmt: skip
+
+
+def first_tokens(cfg, thresholds):
+    """Position-1 tokens of one verification round over DRAWS identical requests, and their
+    target distribution. Position 1 is the root's decision alone, so only the root rows need
+    the target's distribution (the other rows are uniform)."""
+    target, draft = toy_models(seed=0)
+    previous, last = torch.full((DRAWS,), 3), torch.full((DRAWS,), 7)
+    worker = DraftOrganizer(cfg, max_bs=DRAWS, device="cpu", compile=False)
+    vt = worker.build_verify(
+        draft_tree(cfg, worker, draft, previous, last), last, torch.full((DRAWS,), 2)
+    )
+    n, vocab = cfg.num_draft_tokens, target.vocab
+    q = torch.full((DRAWS, n, vocab), 1.0 / vocab)
+    q[:, 0] = toy_probs(target.table, 1.0)[3, 7].float()
+    coins = draw_uniforms(DRAWS, n, generator=torch.Generator().manual_seed(9))
+    single, acc = thresholds
+    verdict = verify_sampling(cfg, vt, q, *coins, threshold_single=single, threshold_acc=acc)
+    return verdict.predicts.view(DRAWS, n)[:, 0], toy_probs(target.table, 1.0)[3, 7]
+
+
+def test_one_round_is_lossless_at_the_root():
+    tokens, want = first_tokens(DraftConfig(4, 2, 8), (1.0, 1.0))
+    assert chi_square_p(tokens, want) > 1e-3
+
+
+@pytest.mark.parametrize("thresholds", [(0.05, 1.0), (1.0, 0.5)], ids=["single", "acc"])
+def test_lower_thresholds_are_detectably_lossy(thresholds):
+    # Power against the verification itself: accepting more drafts than the coin allows
+    # skews the first token toward the draft's top-k, and the same statistic sees it.
+    tokens, want = first_tokens(DraftConfig(4, 2, 8), thresholds)
+    assert chi_square_p(tokens, want) < 1e-3
