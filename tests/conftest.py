@@ -6,7 +6,13 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from eagle_fn.contracts import as_device
+# Without CUDA the Triton kernels run in Triton's CPU interpreter. It must be chosen before
+# anything imports triton (torch.compile's inductor does, in test_compile): triton.language's
+# own jit helpers (tl.sum, tl.zeros, ...) are decorated once, at that import.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from eagle_fn.arguments import as_device
 
 # CI: reproducible examples, no deadline (the first call of a torch op can be slow).
 settings.register_profile(

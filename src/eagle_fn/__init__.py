@@ -5,6 +5,8 @@ from .chain import ChainConstants, chain_constants, organize_chain
 from .config import DraftConfig
 from .layout import build_verify_tree, is_valid_tree
 from .organize import organize_multilayer, organize_tree
+from .probs import Uniforms, draw_uniforms, target_probs_from_logits
+from .sampling import verify_sampling
 from .selection import select_top_k
 from .types import DraftStep, DraftTree, GreedyVerdict, MaskMode, VerifyTree
 from .verify import verify_greedy
@@ -21,15 +23,19 @@ __all__ = [
     "GreedyVerdict",
     "MaskMode",
     "MaxBatchWarning",
+    "Uniforms",
     "VerifyTree",
     "__version__",
     "build_verify_tree",
     "chain_constants",
     "check_constants",
+    "draw_uniforms",
     "is_valid_tree",
     "organize_chain",
     "organize_multilayer",
     "organize_tree",
     "select_top_k",
+    "target_probs_from_logits",
     "verify_greedy",
+    "verify_sampling",
 ]

@@ -10,7 +10,7 @@ from typing import Any, TypeVar, cast
 import torch
 from torch import Tensor
 
-from .contracts import show
+from .arguments import show
 
 _T = TypeVar("_T")
 _lock = threading.Lock()

@@ -13,8 +13,9 @@ import torch
 from torch import Tensor
 
 from ._memo import CachedTensors, memoized
+from .arguments import as_device, require_config, require_int
 from .config import DraftConfig
-from .contracts import Arg, as_device, contract, require_config, require_int
+from .contracts import Arg, contract
 from .layout import assemble, bitpack, layout_mask
 from .types import DraftTree, MaskMode, Tensors, VerifyTree
 

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
+from .arguments import require_config, require_tensor, show
 from .config import DraftConfig
 
 FLOAT, INT64 = "float", "int64"
@@ -56,6 +57,7 @@ class Contract:
     where: str
     args: tuple[tuple[str, Arg | Fields], ...]
     device_label: str | None = None  # names the device source in messages; default 1st tensor
+    config: bool = True  # takes a DraftConfig first (else pass None: no config symbols)
 
     def check(self, cfg: object, *values: object, where: str = "", **device: Any) -> None:
         """Raises ``TypeError``/``ValueError`` naming the first argument that breaks the contract.
@@ -63,7 +65,7 @@ class Contract:
         ``device=`` (with ``device_label=``), when given, is where every tensor must be.
         """
         where = where or self.where
-        cfg = require_config(where, cfg)
+        cfg = require_config(where, cfg) if self.config else None
         env = symbols(cfg)
         seen = device.get("device")
         label = device.get("device_label") or self.device_label
@@ -83,8 +85,12 @@ class Contract:
         """The fast, non-raising predicate: True only where :meth:`check` passes.
 
         Float arguments must share one dtype here; :meth:`check` accepts any mix of them.
+        Inside a caller's ``torch.compile`` region it is True: the region's guards pin the
+        shapes its eager-checked first call had, and tracing its caches would break the graph.
         """
-        if type(cfg) is not DraftConfig:
+        if torch.compiler.is_compiling():
+            return True
+        if self.config and type(cfg) is not DraftConfig:
             return False
         try:
             plan = _plan(self, cfg)
@@ -101,22 +107,21 @@ class Contract:
         except (AttributeError, IndexError, TypeError, ValueError):
             return False
 
-    def _tensors(self, cfg: DraftConfig, values: Sequence[Any], where: str) -> list[Any]:
+    def _tensors(self, cfg: Any, values: Sequence[Any], where: str) -> list[Any]:
         """The tensor arguments in slot order, containers checked (their errors are exact)."""
         flat: list[Any] = []
         for (name, spec), value in zip(self.args, values, strict=True):
             if isinstance(spec, Fields):
                 if not isinstance(value, spec.type):
-                    raise TypeError(
-                        f"{where}: {name} must be a {spec.type.__name__}, got {_of(value)}"
-                    )
+                    kind = type(value).__name__
+                    raise TypeError(f"{where}: {name} must be a {spec.type.__name__}, got {kind}")
                 flat += [getattr(value, field) for field, _ in spec.args]
             elif spec.later is None:
                 flat.append(value)
             elif not isinstance(value, (list, tuple)):
                 raise TypeError(
                     f"{where}: {name} must be a list of num_steps = {cfg.num_steps} tensors, "
-                    f"got {_of(value)}"
+                    f"got {type(value).__name__}"
                 )
             elif len(value) != cfg.num_steps:
                 raise ValueError(
@@ -144,9 +149,11 @@ class Contract:
         return shapes
 
 
-def contract(where: str, /, device_label: str | None = None, **args: Arg | Fields) -> Contract:
+def contract(
+    where: str, /, device_label: str | None = None, config: bool = True, **args: Arg | Fields
+) -> Contract:
     """A :class:`Contract` from keyword arguments in checking order."""
-    return Contract(where, tuple(args.items()), device_label)
+    return Contract(where, tuple(args.items()), device_label, config)
 
 
 def fields(tuple_type: type, /, **args: Arg) -> Fields:
@@ -154,20 +161,35 @@ def fields(tuple_type: type, /, **args: Arg) -> Fields:
 
 
 def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -> None:
+    """Checks ``tensor`` against the slot's shape (or any alternative); binds new symbols."""
     shapes = slot.shape.split(" or ")
     dims = _dims(slot.shape)
-    unbound = [i for i, d in enumerate(dims) if d.isidentifier() and d not in env]
-    if unbound:
-        if tensor.dim() != len(dims):
-            raise ValueError(
-                f"{where}: {slot.name} must have shape {slot.shape} (rank {len(dims)}), "
-                f"got shape {show(tensor.shape)}"
+    if len(shapes) == 1 and tensor.dim() != len(dims) and any(_unbound(d, env) for d in dims):
+        raise ValueError(
+            f"{where}: {slot.name} must have shape {slot.shape} (rank {len(dims)}), "
+            f"got shape {show(tensor.shape)}"
+        )
+    for shape in shapes:
+        dims, trial = _dims(shape), dict(env)
+        if len(dims) == tensor.dim():
+            trial.update(
+                (d, n) for d, n in zip(dims, tensor.shape, strict=True) if _unbound(d, trial)
             )
-        env.update((dims[i], tensor.shape[i]) for i in unbound)
-    options = [(shape, tuple(_eval(d, env) for d in _dims(shape))) for shape in shapes]
-    if all(tensor.shape != expected for _, expected in options):
-        wanted = " or ".join(f"{shape} = {show(expected)}" for shape, expected in options)
-        raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
+            if tensor.shape == tuple(_eval(d, trial) for d in dims):
+                env.update(trial)
+                return
+    wanted = " or ".join(f"{shape} = {_show(shape, env)}" for shape in shapes)
+    raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
+
+
+def _unbound(dim: str, env: dict[str, int]) -> bool:
+    return dim.isidentifier() and dim not in env
+
+
+def _show(shape: str, env: dict[str, int]) -> str:
+    """``shape`` with its known symbols evaluated: ``[bs, N, V]`` -> ``[2, 8, V]``."""
+    dims = _dims(shape)
+    return show([d if any(_unbound(w, env) for w in d.split()) else _eval(d, env) for d in dims])
 
 
 def _check_dtype(where: str, slot: _Slot, tensor: Tensor) -> None:
@@ -178,7 +200,7 @@ def _check_dtype(where: str, slot: _Slot, tensor: Tensor) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _slots(contract: Contract, cfg: DraftConfig) -> tuple[_Slot, ...]:
+def _slots(contract: Contract, cfg: Any) -> tuple[_Slot, ...]:
     slots = []
     for name, spec in contract.args:
         if isinstance(spec, Fields):
@@ -200,7 +222,7 @@ class _Plan(NamedTuple):
 
 
 @functools.lru_cache(maxsize=256)
-def _plan(contract: Contract, cfg: DraftConfig) -> _Plan:
+def _plan(contract: Contract, cfg: Any) -> _Plan:
     slots, known = _slots(contract, cfg), set(symbols(cfg))
     binders = []
     for i, slot in enumerate(slots):
@@ -214,7 +236,7 @@ def _plan(contract: Contract, cfg: DraftConfig) -> _Plan:
 
 
 def _signatures(
-    plan: _Plan, cfg: DraftConfig, sizes: tuple[int, ...], dtype: Any, device: torch.device
+    plan: _Plan, cfg: Any, sizes: tuple[int, ...], dtype: Any, device: torch.device
 ) -> list[tuple[torch.Size, torch.dtype | None, torch.device, torch.layout]]:
     env = symbols(cfg)
     for (i, d), size in zip(plan.binders, sizes, strict=True):
@@ -230,8 +252,10 @@ def _signatures(
     ]
 
 
-def symbols(cfg: DraftConfig) -> dict[str, int]:
-    """The config's values under the names contracts use."""
+def symbols(cfg: DraftConfig | None) -> dict[str, int]:
+    """The config's values under the names contracts use (none without a config)."""
+    if cfg is None:
+        return {}
     n, width = cfg.num_draft_tokens, cfg.parent_width
     return {"topk": cfg.topk, "num_steps": cfg.num_steps, "N": n, "parent_width": width}
 
@@ -246,50 +270,3 @@ def _dims(shape: str) -> tuple[str, ...]:
 def _eval(expr: str, env: dict[str, int]) -> int:
     """One dimension of a contract's shape (symbols, ints, ``+ - *``), evaluated."""
     return int(eval(expr, {"__builtins__": {}}, env))  # only the contracts' own strings
-
-
-def show(shape: Sequence[int]) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
-def _of(value: object) -> str:
-    return type(value).__name__
-
-
-def require_config(where: str, cfg: object) -> DraftConfig:
-    if not isinstance(cfg, DraftConfig):
-        raise TypeError(f"{where}: cfg must be a DraftConfig, got {_of(cfg)}")
-    return cfg
-
-
-def require_tensor(where: str, name: str, value: object) -> Tensor:
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{where}: {name} must be a torch.Tensor, got {_of(value)}")
-    if value.layout != torch.strided:
-        raise TypeError(f"{where}: {name} must be a dense (strided) tensor, got {value.layout}")
-    return value
-
-
-def require_int(where: str, name: str, value: object, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{where}: {name} must be an int, got {_of(value)}")
-    if value < minimum:
-        raise ValueError(f"{where}: {name} must be >= {minimum}, got {value}")
-    return value
-
-
-def as_device(where: str, device: object) -> torch.device:
-    """Canonical ``torch.device`` for a ``torch.device`` or a string: ``"cuda"`` resolves to
-    ``cuda:0`` (the current device), as tensors report it, so comparisons and keys agree."""
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"{where}: device must be a torch.device or a str, got {_of(device)}")
-    try:
-        resolved = torch.device(device)
-    except RuntimeError as error:
-        raise ValueError(f"{where}: device {device!r} is not a valid device: {error}") from None
-    if resolved.type == "cpu":
-        return torch.device("cpu")
-    try:  # an empty tensor proves the device exists and reports its index
-        return torch.empty(0, device=resolved).device
-    except (RuntimeError, AssertionError) as error:
-        raise ValueError(f"{where}: device {device!r} is not available: {error}") from None

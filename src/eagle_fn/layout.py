@@ -11,8 +11,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .arguments import require_int
 from .config import DraftConfig
-from .contracts import Arg, contract, fields, require_int
+from .contracts import Arg, contract, fields
 from .types import DraftTree, MaskMode, VerifyTree, bitpacked_dtype
 
 TREE = fields(
@@ -40,10 +41,8 @@ def build_verify_tree(
     mask_mode: MaskMode = MaskMode.QLEN,
     seq_lens_sum: int | None = None,
 ) -> VerifyTree:
-    """Lays the draft tree out for the verify pass (docs/semantics.md §8).
-
-    Malformed trees get SGLang's bounded semantics (the same section); :func:`is_valid_tree`
-    tells them apart.
+    """Lays the draft tree out for the verify pass (docs/semantics.md §8, which also gives
+    malformed trees' bounded semantics; :func:`is_valid_tree` tells them apart).
 
     Args:
         cfg: the draft configuration.

@@ -12,8 +12,9 @@ import torch
 from torch import Tensor
 
 from ._memo import memoized
+from .arguments import require_config
 from .config import DraftConfig
-from .contracts import FLOAT, Arg, contract, require_config
+from .contracts import FLOAT, Arg, contract
 from .types import DraftStep
 
 SELECT_FIRST = contract(

@@ -8,10 +8,12 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from . import contracts as _checks
+from . import arguments as _checks
 from .config import DraftConfig
-from .selection import select_top_k
-from .types import DraftTree, VerifyTree
+from .probs import draw_uniforms, target_probs_from_logits
+from .sampling import verify_sampling
+from .toy_draft import draft_tree, sampled_chain
+from .types import GreedyVerdict, VerifyTree
 from .verify import verify_greedy
 from .worker import DraftOrganizer
 
@@ -67,24 +69,52 @@ def greedy_generate(target: ToyModel, prompts: Tensor, max_new_tokens: int) -> T
     return out
 
 
+def sample_generate(
+    target: ToyModel,
+    prompts: Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float | Tensor,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Plain sampling from the target, one token per step: the distribution speculative
+    sampling must reproduce. Temperature 0 (per request) is greedy decoding.
+
+    Shapes: ``prompts [bs, >= 2]``, ``temperature`` a float or ``[bs]`` ->
+    ``[bs, max_new_tokens]``.
+    """
+    _check_generate("sample_generate", (target,), prompts, max_new_tokens)
+    temps = _temperatures("sample_generate", temperature, prompts)
+    previous, last = prompts[:, -2], prompts[:, -1]
+    out = prompts.new_empty(prompts.shape[0], max_new_tokens)
+    for i in range(max_new_tokens):
+        probs = target_probs_from_logits(target.logits(previous, last), temps)  # [bs, V]
+        previous, last = last, torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        out[:, i] = last
+    return out
+
+
 def speculative_generate(
     cfg: DraftConfig,
     target: ToyModel,
     draft: ToyModel,
     prompts: Tensor,
     max_new_tokens: int,
+    *,
+    temperature: float | Tensor = 0.0,
+    generator: torch.Generator | None = None,
 ) -> Generation:
-    """Speculative decoding with greedy verification, from the public functions only.
+    """Speculative decoding from the public functions only, greedy or sampled.
 
-    Each round drafts ``cfg.num_steps`` steps (a chain as one multi-layer call, a tree with
-    :func:`select_top_k`), organizes them with a :class:`DraftOrganizer`, lays out the verify
-    tree, runs the target on every node at once and keeps what :func:`verify_greedy`
-    accepts. The output equals :func:`greedy_generate`'s.
+    Each round drafts, organizes with a :class:`DraftOrganizer`, lays out the verify tree,
+    runs the target on every node and keeps what verification accepts: with the float
+    ``temperature=0`` :func:`verify_greedy` (the output equals :func:`greedy_generate`'s), else
+    (a float, or ``[bs]``) :func:`verify_sampling`, coins from ``generator`` (the output
+    follows :func:`sample_generate`'s distribution).
 
     Shapes: ``prompts [bs, >= 2]`` int64 -> ``tokens [bs, max_new_tokens]``.
     """
-    _checks.require_config("speculative_generate", cfg)
-    _check_generate("speculative_generate", (target, draft), prompts, max_new_tokens)
+    temps = _check_speculative(cfg, target, draft, prompts, max_new_tokens, temperature)
     bs = prompts.shape[0]
     worker = DraftOrganizer(cfg, max_bs=max(bs, 1), device=prompts.device)
     # A round commits up to num_steps + 1 tokens; one more column catches discarded writes.
@@ -94,9 +124,8 @@ def speculative_generate(
     seq_lens = prompts.new_full((bs,), prompts.shape[1])
     accepted = []
     while bool((count < max_new_tokens).any()):
-        tree = draft_tree(cfg, worker, draft, previous, last)
-        vt = worker.build_verify(tree, last, seq_lens)
-        verdict = verify_greedy(cfg, vt, _target_predict(target, vt, previous, bs))
+        round_ = Round(cfg, worker, target, draft, previous, last, seq_lens)
+        verdict = verify_round(round_, temps, generator)
         active = count < max_new_tokens  # [bs] finished requests keep their state
         accepted.append(torch.where(active, verdict.num_accepted, -1))
         committed = _committed(verdict.predicts, verdict.accept_index, active)  # [bs, S + 1]
@@ -107,40 +136,41 @@ def speculative_generate(
     return Generation(out[:, :max_new_tokens], rounds)
 
 
-def draft_tree(
-    cfg: DraftConfig, worker: DraftOrganizer, draft: ToyModel, previous: Tensor, last: Tensor
-) -> DraftTree:
-    """One draft round from each request's last two tokens, organized by ``worker``.
+class Round(NamedTuple):
+    """One verification round's models and state."""
 
-    Shapes: ``previous, last [bs]`` -> a :class:`DraftTree` of ``[bs, ...]``.
-    """
-    if cfg.is_chain:
-        # A multi-layer draft: one greedy token per step, organized by the chain fast path.
-        probs, tokens = [], []
-        for _ in range(cfg.num_steps):
-            p, token = torch.softmax(draft.logits(previous, last), -1).max(-1)
-            previous, last = last, token
-            probs.append(p)
-            tokens.append(token)
-        return worker.organize(torch.stack(probs, 1), torch.stack(tokens, 1))
-    lists: tuple[list[Tensor], list[Tensor], list[Tensor]] = ([], [], [])
-    scores = None
-    for step in range(cfg.num_steps):
-        topk_p, topk_index = torch.softmax(draft.logits(previous, last), -1).topk(cfg.topk, -1)
-        out = select_top_k(cfg, step, topk_p, topk_index, scores)
-        # Each kept path continues the row hidden_index names: that row's last token becomes
-        # the path's previous one.
-        previous, last, scores = last[out.hidden_index], out.input_ids, out.scores
-        for kept, entry in zip(
-            lists, (out.score_entry, out.token_entry, out.parents_entry), strict=True
-        ):
-            kept.append(entry)
-    return worker.organize_steps(*lists)
+    cfg: DraftConfig
+    worker: DraftOrganizer
+    target: ToyModel
+    draft: ToyModel
+    previous: Tensor  # [bs]
+    last: Tensor  # [bs]
+    seq_lens: Tensor  # [bs]
 
 
-def _target_predict(target: ToyModel, vt: VerifyTree, previous: Tensor, bs: int) -> Tensor:
-    """The target's argmax at every node, reading each node's previous token through the
-    tree mask and positions the way attention would. ``-> [bs * N]``."""
+def verify_round(
+    r: Round, temps: Tensor | None, generator: torch.Generator | None
+) -> GreedyVerdict:
+    """Drafts, lays out and verifies one round: greedily when ``temps`` is None."""
+    bs = r.last.shape[0]
+    draft_probs = None
+    if temps is not None and r.cfg.is_chain:
+        tree, draft_probs = sampled_chain(r.cfg, r.worker, r.draft, r.previous, r.last, temps,
+                                          generator)  # fmt: skip
+    else:
+        tree = draft_tree(r.cfg, r.worker, r.draft, r.previous, r.last)
+    vt = r.worker.build_verify(tree, r.last, r.seq_lens)
+    logits = _node_logits(r.target, vt, r.previous, bs)  # [bs, N, V]
+    if temps is None:
+        return verify_greedy(r.cfg, vt, logits.argmax(-1).flatten())
+    probs = target_probs_from_logits(logits, temps)  # [bs, N, V]
+    coins = draw_uniforms(bs, r.cfg.num_draft_tokens, generator=generator, device=r.last.device)
+    return verify_sampling(r.cfg, vt, probs, *coins, draft_probs=draft_probs)
+
+
+def _node_logits(target: ToyModel, vt: VerifyTree, previous: Tensor, bs: int) -> Tensor:
+    """The target's logits at every node, reading each node's previous token through the
+    tree mask and positions the way attention would. ``-> [bs, N, V]``."""
     n = vt.retrieve_index.shape[1]
     tokens = vt.draft_tokens.view(bs, n)  # [bs, N]
     positions = vt.positions.view(bs, n)  # [bs, N]
@@ -149,7 +179,7 @@ def _target_predict(target: ToyModel, vt: VerifyTree, previous: Tensor, bs: int)
     parent = visible & (positions.unsqueeze(1) == positions.unsqueeze(2) - 1)  # [bs, N, N]
     parent_token = (parent * tokens.unsqueeze(1)).sum(-1)  # [bs, N]
     parent_token[:, 0] = previous  # the root's previous token is in the verified context
-    return target.logits(parent_token, tokens).argmax(-1).flatten()
+    return target.logits(parent_token, tokens)
 
 
 def _committed(predicts: Tensor, accept_index: Tensor, active: Tensor) -> Tensor:
@@ -204,3 +234,37 @@ def _check_generate(
     if tensor.numel() and not bool(((tensor >= 0) & (tensor < vocab)).all()):
         raise ValueError(f"{where}: prompts must hold token ids in [0, {vocab})")
     _checks.require_int(where, "max_new_tokens", max_new_tokens, 0)
+
+
+def _check_speculative(
+    cfg: Any, target: Any, draft: Any, prompts: Any, max_new_tokens: Any, temperature: Any
+) -> Tensor | None:
+    """speculative_generate's checks; returns the per-request temperatures, None if greedy."""
+    where = "speculative_generate"
+    _checks.require_config(where, cfg)
+    _check_generate(where, (target, draft), prompts, max_new_tokens)
+    if isinstance(temperature, Tensor) or temperature != 0:
+        return _temperatures(where, temperature, prompts)
+    return None
+
+
+def _temperatures(where: str, temperature: object, prompts: Tensor) -> Tensor:
+    """Per-request temperatures ``[bs]`` from a float or a ``[bs]`` tensor."""
+    bs = prompts.shape[0]
+    if isinstance(temperature, Tensor):
+        if temperature.shape != (bs,):
+            got = _checks.show(temperature.shape)
+            raise ValueError(f"{where}: temperature must have shape [bs] = [{bs}], got {got}")
+        if not temperature.is_floating_point():
+            raise TypeError(f"{where}: temperature must be a float tensor, got {temperature.dtype}")
+        if temperature.device != prompts.device:
+            raise ValueError(f"{where}: temperature is on {temperature.device}, not the prompts'")
+        return temperature
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool):
+        raise TypeError(
+            f"{where}: temperature must be a float or a [bs] tensor, "
+            f"got {type(temperature).__name__}"
+        )
+    if not temperature >= 0 or temperature == float("inf"):
+        raise ValueError(f"{where}: temperature must be finite and >= 0, got {temperature}")
+    return torch.full((bs,), float(temperature), device=prompts.device)

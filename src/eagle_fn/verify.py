@@ -12,16 +12,16 @@ from .config import DraftConfig
 from .contracts import Arg, contract, fields
 from .types import GreedyVerdict, VerifyTree
 
+# What verification reads of a VerifyTree (sampling verification too).
+VERIFY_TREE = fields(
+    VerifyTree,
+    retrieve_index=Arg("[bs, N]"),
+    retrieve_next_token=Arg("[bs, N]"),
+    retrieve_next_sibling=Arg("[bs, N]"),
+    draft_tokens=Arg("[bs * N]"),
+)
 VERIFY_GREEDY = contract(
-    "verify_greedy",
-    verify_tree=fields(
-        VerifyTree,
-        retrieve_index=Arg("[bs, N]"),
-        retrieve_next_token=Arg("[bs, N]"),
-        retrieve_next_sibling=Arg("[bs, N]"),
-        draft_tokens=Arg("[bs * N]"),
-    ),
-    target_predict=Arg("[bs * N] or [bs, N]"),
+    "verify_greedy", verify_tree=VERIFY_TREE, target_predict=Arg("[bs * N] or [bs, N]")
 )
 
 

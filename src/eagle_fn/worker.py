@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ._backend import resolve_backend
 from ._compile import Path, compiled_paths, path_functions
+from .arguments import as_device, require_config, require_int
 from .chain import (
     CHAIN,
     chain_constants,
@@ -19,7 +20,6 @@ from .chain import (
     chain_verify_core,
 )
 from .config import DraftConfig
-from .contracts import as_device, require_config, require_int
 from .layout import BUILD_VERIFY, check_verify, full_mask_length, verify_core
 from .organize import MULTILAYER, ORGANIZE_TREE, check_multilayer, multilayer_core, tree_core
 from .types import DraftTree, MaskMode, Tensors, VerifyTree

@@ -18,6 +18,7 @@ except ImportError as error:
 
 from .greedy import greedy_core, verify_greedy
 from .organize import organize_tree, tree_core
+from .sampling import verify_sampling
 from .selection import select_top_k
 from .verify import build_verify_tree, verify_core
 
@@ -30,4 +31,5 @@ __all__ = [
     "tree_core",
     "verify_core",
     "verify_greedy",
+    "verify_sampling",
 ]

@@ -1,0 +1,183 @@
+"""Sampling inputs: the target's per-request sampling distributions and the verification coins.
+
+Randomness is an input of verification: :func:`draw_uniforms` draws its coins from a
+``torch.Generator``, so :func:`~eagle_fn.verify_sampling` itself is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from .arguments import require_int, show
+from .contracts import FLOAT, Arg, Contract
+
+UNIFORM_BITS = 23  # coins are midpoints of 2**23 equal bins: exact in float32, never 0 or 1
+_ROWS = Arg("[bs, N, V] or [rows, V]", FLOAT)  # 2-D: rows = bs * N, checked beside
+_OPTIONAL = (("top_k", Arg("[bs]")), ("top_p", Arg("[bs]", FLOAT)))
+
+
+def _logits_contract(top_k: bool, top_p: bool) -> Contract:
+    args = [("temperature", Arg("[bs]", FLOAT)), ("logits", _ROWS)]
+    args += [arg for arg, given in zip(_OPTIONAL, (top_k, top_p), strict=True) if given]
+    return Contract("target_probs_from_logits", tuple(args), config=False)
+
+
+# The contract of target_probs_from_logits, by which of top_k and top_p are given.
+LOGITS = {(k, p): _logits_contract(k, p) for k in (False, True) for p in (False, True)}
+
+
+class Uniforms(NamedTuple):
+    """The coins of one sampling verification."""
+
+    uniforms: Tensor  # [bs, N] uniforms[:, j] picks among node j's children
+    final_uniforms: Tensor  # [bs] draws the final token
+
+
+def draw_uniforms(
+    bs: int,
+    num_draft_tokens: int,
+    *,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> Uniforms:
+    """Draws the coins for :func:`verify_sampling` from ``generator``, float32, in (0, 1).
+
+    Each coin is the midpoint of one of ``2**23`` equal bins, so it is never exactly 0: a zero
+    coin would accept a first child whose target probability is 0 (``0 <= 0``), which breaks
+    the exact agreement of greedy rows with :func:`~eagle_fn.verify_greedy`. A coin is off a
+    continuous uniform by at most ``2**-24`` (``torch.rand``'s float32 grid step is ``2**-24``
+    too), so acceptance probabilities are exact to that.
+
+    Args:
+        bs: requests.
+        num_draft_tokens: ``N``, nodes per request.
+        generator: the random source; ``torch``'s default generator when omitted.
+        device: where to draw; the generator's device when omitted.
+
+    Shapes: -> ``uniforms [bs, N]``, ``final_uniforms [bs]``.
+
+    Example:
+        >>> coins = draw_uniforms(2, 3, generator=torch.Generator().manual_seed(0))
+        >>> coins.uniforms.shape, coins.final_uniforms.shape
+        (torch.Size([2, 3]), torch.Size([2]))
+        >>> bool(((coins.uniforms > 0) & (coins.uniforms < 1)).all())
+        True
+    """
+    require_int("draw_uniforms", "bs", bs, 0)
+    require_int("draw_uniforms", "num_draft_tokens", num_draft_tokens, 1)
+    if device is None:
+        device = generator.device if generator is not None else torch.device("cpu")
+    bins = torch.randint(
+        0, 2**UNIFORM_BITS, (bs, num_draft_tokens + 1), generator=generator, device=device
+    )  # [bs, N + 1]
+    coins = (2 * bins + 1).to(torch.float32) * 2.0 ** -(UNIFORM_BITS + 1)  # [bs, N + 1]
+    return Uniforms(coins[:, :-1].contiguous(), coins[:, -1].contiguous())
+
+
+def target_probs_from_logits(
+    logits: Tensor,
+    temperature: Tensor,
+    *,
+    top_k: Tensor | None = None,
+    top_p: Tensor | None = None,
+) -> Tensor:
+    """The target's sampling distribution at every node, per request (docs/semantics.md §9).
+
+    A request's rows share its parameters. NaN logits count as ``-inf``. Temperature ``<= 0``
+    gives one-hot rows at the first largest logit, so greedy rows of a mixed batch verify
+    exactly as :func:`~eagle_fn.verify_greedy`. Otherwise softmax, then top-k, then top-p,
+    renormalized; a row without positive mass comes back all zero (docs/sampling.md has the
+    rules and SGLang's fallback). Temperatures must be finite (checking would sync).
+
+    Args:
+        logits: the target's logits at every node.
+        temperature, top_k, top_p: per request: float, int64 (optional), float (optional).
+
+    Shapes: ``logits [bs, N, V]`` or ``[bs * N, V]``, ``temperature, top_k, top_p [bs]`` ->
+    ``logits``' shape; float32 (float64 for float64 logits).
+
+    Example:
+        >>> logits = torch.tensor([[0.0, 1.0, 0.0], [2.0, float("nan"), 2.0]])
+        >>> target_probs_from_logits(logits, torch.tensor([1.0, 0.0])).tolist()[1]
+        [1.0, 0.0, 0.0]
+        >>> target_probs_from_logits(logits, torch.ones(2), top_k=torch.tensor([1, 1])).tolist()[0]
+        [0.0, 1.0, 0.0]
+    """
+    rows = _check_logits(logits, temperature, top_k, top_p)
+    bs, vocab = temperature.shape[0], logits.shape[-1]
+    dtype = compute_dtype(logits.dtype)
+    x = logits.reshape(bs, rows, vocab).to(dtype)  # [bs, N, V]
+    x = torch.where(torch.isnan(x), -math.inf, x)  # [bs, N, V]
+    temps = temperature.to(dtype).view(bs, 1, 1)  # [bs, 1, 1]
+    greedy = temps <= 0  # [bs, 1, 1]
+    probs = torch.softmax(x / torch.where(greedy, 1.0, temps), dim=-1)  # [bs, N, V]
+    probs = torch.where(probs > 0, probs, 0.0)  # [bs, N, V] NaN rows (no finite logit): 0
+    if top_k is not None or top_p is not None:
+        probs = _renormalize(probs * _top_k_top_p_mask(probs, top_k, top_p))  # [bs, N, V]
+    onehot = torch.zeros_like(probs).scatter_(-1, x.argmax(-1, keepdim=True), 1.0)  # [bs, N, V]
+    return torch.where(greedy, onehot, probs).reshape(logits.shape)  # logits' shape
+
+
+def _top_k_top_p_mask(probs: Tensor, top_k: Tensor | None, top_p: Tensor | None) -> Tensor:
+    """Which probabilities top-k then top-p keep. ``[bs, N, V]`` bool."""
+    bs, vocab = probs.shape[0], probs.shape[-1]
+    ordered, order = probs.sort(dim=-1, descending=True, stable=True)  # [bs, N, V]
+    keep = torch.ones_like(ordered, dtype=torch.bool)  # [bs, N, V] in sorted order
+    if top_k is not None:
+        k = top_k.view(bs, 1, 1)  # [bs, 1, 1]
+        kth = ordered.gather(-1, (k - 1).clamp(0, vocab - 1).expand(-1, probs.shape[1], 1))
+        keep = keep & ((k <= 0) | (k >= vocab) | (ordered >= kth))  # [bs, N, V]
+    if top_p is not None:
+        mass = _renormalize(ordered * keep)  # [bs, N, V]
+        running = torch.cumsum(mass, dim=-1)  # [bs, N, V]
+        before = torch.cat([torch.zeros_like(running[..., :1]), running[..., :-1]], -1)
+        p = top_p.to(probs.dtype).view(bs, 1, 1)  # [bs, 1, 1]
+        keep = keep & ((before < p) | (p >= 1))  # [bs, N, V]
+    return torch.zeros_like(keep).scatter_(-1, order, keep)  # [bs, N, V] in vocabulary order
+
+
+def _renormalize(probs: Tensor) -> Tensor:
+    total = probs.sum(-1, keepdim=True)  # [..., 1]
+    return torch.where(total > 0, probs / torch.where(total > 0, total, 1.0), 0.0)  # [..., V]
+
+
+def sample_from_row(row: Tensor, coin: Tensor) -> Tensor:
+    """Inverse CDF over the positive entries of each row: the first index whose running sum
+    (sequential, float64) exceeds ``coin * total``; else the last positive index, else ``V-1``.
+
+    Shapes: ``row [bs, V]``, ``coin [bs]`` -> ``[bs]`` int64.
+    """
+    vocab = row.shape[1]
+    positive = row > 0  # [bs, V] NaN is not positive
+    mass = torch.where(positive, row, 0.0).to(torch.float64)  # [bs, V]
+    running = torch.cumsum(mass, dim=1)  # [bs, V]
+    target = coin.to(torch.float64) * running[:, -1]  # [bs]
+    hit = positive & (running > target.unsqueeze(1))  # [bs, V]
+    last_positive = vocab - 1 - positive.flip(1).to(torch.uint8).argmax(1)  # [bs] V-1 if none
+    return torch.where(hit.any(1), hit.to(torch.uint8).argmax(1), last_positive)
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The arithmetic type of verification: float64 for float64 inputs, else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _check_logits(logits: Any, temperature: Any, top_k: Any, top_p: Any) -> int:
+    """Checks the inputs of target_probs_from_logits; returns the rows per request."""
+    contract = LOGITS[top_k is not None, top_p is not None]
+    values = [v for v in (temperature, logits, top_k, top_p) if v is not None]
+    if not contract.fits(None, *values):
+        contract.check(None, *values)
+    bs, shape = temperature.shape[0], logits.shape
+    if (len(shape) == 2 and (shape[0] % bs if bs else shape[0])) or shape[-1] < 1:
+        raise ValueError(
+            f"target_probs_from_logits: logits must have shape [bs, N, V] or [bs * N, V] with "
+            f"bs = {bs} (the length of temperature) and V >= 1, got {show(shape)}"
+        )
+    if len(shape) == 3:
+        return int(shape[1])
+    return shape[0] // bs if bs else 0

@@ -1,0 +1,142 @@
+"""Inputs and statistics for the sampling tests: random verify trees and target rows, exact
+toy-model marginals, and a chi-square test that needs no scipy."""
+
+import torch
+from hypothesis import strategies as st
+
+from drafts import draft_lists
+from eagle_fn import DraftConfig, VerifyTree, build_verify_tree, organize_tree
+
+I64 = torch.int64
+ROW_KINDS = ("smooth", "ties", "agree", "zero", "nan", "onehot")
+COIN_KINDS = ("uniform", "grid")
+THRESHOLDS = [(1.0, 1.0), (0.5, 0.8), (0.3, 0.0), (2.0, 1e-12), (0.25, 0.5)]
+
+
+@st.composite
+def sampling_configs(draw):
+    """Chains and trees small enough for a loop reference to check many of them."""
+    topk, num_steps = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+    if topk == 1:
+        return DraftConfig.chain(num_steps)
+    cands = topk + (num_steps - 1) * topk**2
+    return DraftConfig(topk, num_steps, draw(st.integers(2, min(cands + 1, 24))))
+
+
+def organized_tree(cfg, bs, gen, vocab, kind="smooth"):
+    """A verify tree from organize_tree on drafts.py inputs, tokens folded into [0, vocab)
+    so that siblings sometimes share a token."""
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, kind))
+    bonus = torch.randint(0, vocab, (bs,), generator=gen)
+    vt = build_verify_tree(cfg, tree, bonus, torch.zeros(bs, dtype=I64))
+    return vt._replace(draft_tokens=vt.draft_tokens % vocab)
+
+
+def random_links(cfg, bs, gen, vocab):
+    """A verify tree with arbitrary links: cycles, self-links, shared children, and tokens
+    that are sometimes outside [0, vocab)."""
+    n = cfg.num_draft_tokens
+    first = torch.randint(-1, n, (bs, n), generator=gen)
+    sibling = torch.randint(-1, n, (bs, n), generator=gen)
+    tokens = torch.randint(-2, vocab + 2, (bs * n,), generator=gen)
+    return VerifyTree(
+        draft_tokens=tokens,
+        positions=torch.zeros(bs * n, dtype=I64),
+        tree_mask=torch.ones(bs * n * n, dtype=torch.bool),
+        retrieve_index=torch.arange(bs * n).view(bs, n),
+        retrieve_next_token=first,
+        retrieve_next_sibling=sibling,
+    )
+
+
+def target_rows(vt, vocab, gen, kind, dtype=torch.float32):
+    """[bs, N, V] target probabilities of one kind (rows need not sum to 1: the contract
+    takes any non-negative weights).
+
+    smooth: softmax rows; ties: coarse grid values, exact sums; agree: smooth plus heavy mass
+    on each node's children's tokens, so walks go deep; zero: some rows all zero; nan: some
+    entries NaN; onehot: greedy rows.
+    """
+    bs, n = vt.retrieve_index.shape
+    if kind == "ties":
+        grid = torch.tensor([0.0, 0.125, 0.25, 0.5])
+        q = grid[torch.randint(0, 4, (bs, n, vocab), generator=gen)]
+    elif kind == "onehot":
+        q = torch.zeros(bs, n, vocab)
+        q.scatter_(2, torch.randint(0, vocab, (bs, n, 1), generator=gen), 1.0)
+    else:
+        q = torch.softmax(2 * torch.randn(bs, n, vocab, generator=gen, dtype=torch.float64), -1)
+    if kind == "agree":
+        tokens = vt.draft_tokens.view(bs, n).clamp(0, vocab - 1)
+        first = vt.retrieve_next_token.clamp(0, n - 1)
+        boost = tokens.gather(1, first)  # each node's first child's token
+        q.scatter_add_(2, boost.unsqueeze(-1), torch.full((bs, n, 1), 3.0, dtype=q.dtype))
+        q = q / q.sum(-1, keepdim=True)
+    if kind == "zero":
+        q[torch.rand(bs, n, generator=gen) < 0.4] = 0.0
+    if kind == "nan":
+        q[torch.rand(bs, n, vocab, generator=gen) < 0.2] = float("nan")
+    return q.to(dtype)
+
+
+def coins(bs, n, gen, kind, dtype=torch.float32):
+    """(uniforms [bs, N], final_uniforms [bs]): continuous, or on a grid that includes 0 and
+    the grid sums of target_rows' ties, to hit every ``<=`` boundary."""
+    if kind == "grid":
+        grid = torch.tensor([0.0, 0.125, 0.25, 0.5, 0.75], dtype=dtype)
+        u = grid[torch.randint(0, 5, (bs, n + 1), generator=gen)]
+    else:
+        u = torch.rand(bs, n + 1, generator=gen, dtype=dtype)
+    return u[:, :n].contiguous(), u[:, n].contiguous()
+
+
+# Exact distributions of the toy model and the chi-square test.
+
+
+def toy_probs(table, temperature):
+    """q(y | previous, last) of a toy table at ``temperature``, float64 ``[V, V, V]``."""
+    return torch.softmax(table.double() / temperature, dim=-1)
+
+
+def position_marginals(probs, previous, last, positions):
+    """Exact marginal distribution of each of the next ``positions`` sampled tokens after
+    the context ``(previous, last)``, by dynamic programming over the two-token context.
+
+    Returns ``[positions, V]`` float64.
+    """
+    vocab = probs.shape[0]
+    state = torch.zeros(vocab, vocab, dtype=torch.float64)  # P(previous, last)
+    state[previous, last] = 1.0
+    out = []
+    for _ in range(positions):
+        joint = state.unsqueeze(-1) * probs  # [V, V, V] P(previous, last, next)
+        out.append(joint.sum((0, 1)))
+        state = joint.sum(0)  # the new context is (last, next)
+    return torch.stack(out)
+
+
+def chi_square_p(samples, expected, min_count=5.0):
+    """Pearson's chi-square test of ``samples`` (token ids) against the distribution
+    ``expected [V]``; bins expected below ``min_count`` draws are pooled. Returns the p-value
+    (the regularized upper incomplete gamma function gives the survival function)."""
+    draws = samples.numel()
+    observed = torch.bincount(samples.flatten(), minlength=expected.numel()).double()
+    want = expected.double() * draws
+    small = want < min_count
+    obs = torch.cat([observed[~small], observed[small].sum().view(1)])
+    exp = torch.cat([want[~small], want[small].sum().view(1)])
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    if bool((observed[want == 0] > 0).any()):
+        return 0.0  # a token the target never emits
+    stat = ((obs - exp) ** 2 / exp).sum()
+    dof = obs.numel() - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2.0), stat / 2))
+
+
+def assert_lossless(tokens, marginals, min_p=1e-3):
+    """Every column of ``tokens [draws, positions]`` follows its row of ``marginals``;
+    returns the p-values."""
+    ps = [chi_square_p(tokens[:, i], marginals[i]) for i in range(marginals.shape[0])]
+    assert min(ps) > min_p, f"chi-square p-values per position: {ps}"
+    return ps

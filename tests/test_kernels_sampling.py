@@ -1,0 +1,264 @@
+"""The fused sampling-verification kernel against the torch function.
+
+Without CUDA the kernel runs on CPU tensors in Triton's interpreter: TRITON_INTERPRET must be
+set before the kernel is decorated, so it is set here, before anything imports it.
+
+What is exact (see eagle_fn.kernels.sampling): accept_index and num_accepted always; the final
+token (and so predicts) whenever the final row's float64 running sums are exact, as for the
+dyadic grid rows below. Smooth rows are compared too, with fixed seeds: a difference there
+would need a running sum to tie coin * total within rounding.
+"""
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton", reason="the Triton kernel needs the triton package")
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drafts import KINDS
+from eagle_fn import DraftConfig, verify_sampling
+from eagle_fn.kernels import sampling as ksampling
+from sampling_inputs import (
+    COIN_KINDS,
+    ROW_KINDS,
+    THRESHOLDS,
+    coins,
+    organized_tree,
+    random_links,
+    sampling_configs,
+    target_rows,
+)
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+# The interpreter runs each program in Python: few, small examples.
+FEW = settings(max_examples=40)
+
+
+def on(tensors, device=DEVICE):
+    return type(tensors)(*(t.to(device) for t in tensors))
+
+
+def check(cfg, vt, q, u, final, thresholds=(1.0, 1.0), draft_probs=None):
+    single, acc = thresholds
+    kwargs = {"threshold_single": single, "threshold_acc": acc, "draft_probs": draft_probs}
+    want = verify_sampling(cfg, vt, q, u, final, **kwargs)
+    moved = {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
+    got = ksampling.verify_sampling(
+        cfg, on(vt), q.to(DEVICE), u.to(DEVICE), final.to(DEVICE), **moved
+    )
+    for name, a, b in zip(want._fields, got, want, strict=True):
+        torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0, msg=name)
+
+
+def test_literal_tree_and_chain():
+    # The doctest chain of eagle_fn.verify_sampling: accept node 1, reject node 2, token 3.
+    cfg = DraftConfig.chain(2)
+    gen = torch.Generator().manual_seed(0)
+    vt = organized_tree(cfg, 1, gen, 4)
+    vt = vt._replace(draft_tokens=torch.tensor([0, 1, 2]))
+    q = torch.tensor([[0.1, 0.6, 0.2, 0.1], [0.5, 0.0, 0.3, 0.2], [0.0, 0.0, 0.0, 1.0]])
+    u, final = torch.tensor([[0.5, 0.4, 0.9]]), torch.tensor([0.8])
+    got = ksampling.verify_sampling(cfg, on(vt), q.to(DEVICE), u.to(DEVICE), final.to(DEVICE))
+    assert [t.tolist() for t in got] == [[[0, 1, -1]], [1], [1, 3, 0]]
+    check(cfg, vt, q, u, final)
+
+
+@pytest.mark.parametrize("thresholds", THRESHOLDS[:2])
+@pytest.mark.parametrize("row_kind", ["ties", "agree", "nan"])
+def test_tree_table(thresholds, row_kind):
+    gen = torch.Generator().manual_seed(len(row_kind))
+    cfg = DraftConfig(3, 3, 10)
+    vt = organized_tree(cfg, 3, gen, vocab=12)
+    check(cfg, vt, target_rows(vt, 12, gen, row_kind), *coins(3, 10, gen, "grid"), thresholds)
+
+
+@FEW
+@given(
+    cfg=sampling_configs(),
+    bs=st.integers(0, 3),
+    vocab=st.integers(2, 20),
+    tree_kind=st.sampled_from(KINDS),
+    row_kind=st.sampled_from(ROW_KINDS),
+    coin_kind=st.sampled_from(COIN_KINDS),
+    thresholds=st.sampled_from(THRESHOLDS),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.float16]),
+    seed=st.integers(0, 2**31),
+)
+def test_matches_torch_on_organized_trees(
+    cfg, bs, vocab, tree_kind, row_kind, coin_kind, thresholds, dtype, seed
+):
+    gen = torch.Generator().manual_seed(seed)
+    vt = organized_tree(cfg, bs, gen, vocab, tree_kind)
+    q = target_rows(vt, vocab, gen, row_kind, dtype)
+    check(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, coin_kind), thresholds)
+
+
+@FEW
+@given(
+    cfg=sampling_configs(),
+    bs=st.integers(1, 3),
+    row_kind=st.sampled_from(ROW_KINDS),
+    thresholds=st.sampled_from(THRESHOLDS),
+    seed=st.integers(0, 2**31),
+)
+def test_matches_torch_on_arbitrary_links(cfg, bs, row_kind, thresholds, seed):
+    gen = torch.Generator().manual_seed(seed)
+    vt = random_links(cfg, bs, gen, vocab=10)
+    q = target_rows(vt, 10, gen, row_kind)
+    check(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, "grid"), thresholds)
+
+
+@FEW
+@given(
+    num_steps=st.integers(1, 5),
+    bs=st.integers(0, 3),
+    vocab=st.integers(2, 12),
+    row_kind=st.sampled_from(ROW_KINDS),
+    draft_kind=st.sampled_from(ROW_KINDS),
+    arbitrary_links=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_chain_matches_torch(num_steps, bs, vocab, row_kind, draft_kind, arbitrary_links, seed):
+    gen = torch.Generator().manual_seed(seed)
+    cfg = DraftConfig.chain(num_steps)
+    maker = random_links if arbitrary_links else organized_tree
+    vt = maker(cfg, bs, gen, vocab)
+    q = target_rows(vt, vocab, gen, row_kind)
+    p = target_rows(vt, vocab, gen, draft_kind)
+    check(cfg, vt, q, *coins(bs, num_steps + 1, gen, "grid"), draft_probs=p)
+
+
+def test_vocabulary_wider_than_a_block():
+    # V spans several BLOCK_V blocks: the carry between blocks and the last partial block.
+    gen = torch.Generator().manual_seed(5)
+    cfg, vocab = DraftConfig(2, 2, 4), 2 * ksampling.BLOCK_V + 37
+    vt = organized_tree(cfg, 2, gen, vocab)
+    grid = torch.tensor([0.0, 2.0**-12, 2.0**-11])  # dyadic: every running sum is exact
+    q = grid[torch.randint(0, 3, (2, 4, vocab), generator=gen)]
+    for final in (0.01, 0.5, 0.999):
+        u = torch.full((2, 4), 0.9)
+        check(cfg, vt, q, u, torch.full((2,), final))
+
+
+def test_bad_inputs_raise_before_the_kernel():
+    cfg = DraftConfig(2, 2, 4)
+    vt = organized_tree(cfg, 1, torch.Generator().manual_seed(0), 8)
+    with pytest.raises(ValueError, match=r"verify_sampling: target_probs must have shape"):
+        ksampling.verify_sampling(cfg, vt, torch.rand(3, 8), torch.rand(1, 4), torch.rand(1))
+    with pytest.raises(ValueError, match=r"draft_probs is only defined for chains"):
+        ksampling.verify_sampling(
+            cfg, vt, torch.rand(4, 8), torch.rand(1, 4), torch.rand(1), draft_probs=torch.rand(4, 8)
+        )
+
+
+CPU_CALL = """
+import torch
+from eagle_fn import DraftConfig, DraftTree, build_verify_tree
+from eagle_fn.kernels import sampling as ks
+
+cfg = DraftConfig.chain(1)
+tree = DraftTree(torch.zeros(1, 0, dtype=torch.int64), torch.tensor([[0]]), torch.tensor([[3]]))
+vt = build_verify_tree(cfg, tree, torch.tensor([1]), torch.tensor([2]))
+try:
+    ks.verify_sampling(cfg, vt, torch.rand(2, 8), torch.rand(1, 2), torch.rand(1))
+except ValueError as error:
+    print(error)
+"""
+
+
+def without_interpreter(script):
+    """Runs ``script`` in a process without TRITON_INTERPRET; returns its stdout."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_cpu_tensors_need_the_interpreter():
+    assert "the Triton kernels cannot run here" in (without_interpreter(CPU_CALL))
+
+
+def test_nan_never_reaches_a_token():
+    cfg = DraftConfig(2, 2, 4)
+    gen = torch.Generator().manual_seed(1)
+    vt = organized_tree(cfg, 2, gen, 6)
+    q = torch.full((2, 4, 6), math.nan)
+    q[..., 2] = 0.5
+    check(cfg, vt, q, *coins(2, 4, gen, "uniform"))
+
+
+def op_args(chain):
+    gen = torch.Generator().manual_seed(4)
+    cfg = DraftConfig.chain(3) if chain else DraftConfig(2, 3, 6)
+    n = cfg.num_draft_tokens
+    vt = on(organized_tree(cfg, 3, gen, 10))
+    q = target_rows(vt, 10, gen, "agree").view(3 * n, 10).to(DEVICE)
+    p = target_rows(vt, 10, gen, "smooth").view(3 * n, 10).to(DEVICE) if chain else q
+    u, final = (t.to(DEVICE) for t in coins(3, n, gen, "uniform"))
+    tree = (vt.draft_tokens, vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
+    return cfg, vt, (*tree, q, p, u, final, cfg.num_steps, 1.0, 1.0, chain)
+
+
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_opcheck(chain):
+    _, _, args = op_args(chain)
+    torch.library.opcheck(ksampling.VERIFY_SAMPLING, args)
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_compiles_in_one_graph(chain):
+    torch._dynamo.reset()
+    cfg, vt, args = op_args(chain)
+    q, p, u, final = args[4:8]
+    draft = p if chain else None
+    compiled = torch.compile(ksampling.verify_sampling, fullgraph=True)
+    got = compiled(cfg, vt, q, u, final, draft_probs=draft)
+    want = verify_sampling(cfg, on(vt, "cpu"), q.cpu(), u.cpu(), final.cpu(),
+                           draft_probs=None if draft is None else draft.cpu())  # fmt: skip
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0)
+    torch._dynamo.reset()
+
+
+HOPPER = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from eagle_fn.kernels import sampling as ks
+
+kernel = ks.verify_sampling_kernel
+names = kernel.arg_names
+signature = dict.fromkeys(names[:4] + names[8:11], "*i64")
+signature.update(dict.fromkeys(names[11:15], "i32"))
+signature.update(dict.fromkeys(names[15:17], "fp32"))
+for probs, wide, draft in [("*fp32", 0, 0), ("*fp32", 0, 1), ("*fp64", 1, 0), ("*bf16", 0, 1)]:
+    coins = "*fp64" if wide else "*fp32"
+    sig = {**signature, **dict.fromkeys(names[4:6], probs), **dict.fromkeys(names[6:8], coins)}
+    sig = {name: sig[name] for name in names[:17]}
+    full = {**sig, **dict.fromkeys(names[17:], "constexpr")}
+    values = {(17,): bool(draft), (18,): bool(wide), (19,): 16, (20,): 1024}
+    source = ASTSource(fn=kernel, signature=full, constexprs=values)
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    print(probs, wide, draft, len(compiled.asm["cubin"]))
+"""
+
+
+def test_compiles_for_hopper():
+    # The interpreter checks no types: compile every variant for sm_90 with Triton's own
+    # ptxas (no GPU needed), in a process without TRITON_INTERPRET.
+    assert len(without_interpreter(HOPPER).splitlines()) == 4

@@ -1,0 +1,652 @@
+"""Sampling verification (SPEC §9): literal cases, the loop reference, greedy rows, bad input."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import sampling_reference as reference
+from drafts import KINDS
+from eagle_fn import (
+    DraftConfig,
+    DraftTree,
+    GreedyVerdict,
+    build_verify_tree,
+    draw_uniforms,
+    target_probs_from_logits,
+    verify_greedy,
+    verify_sampling,
+)
+from eagle_fn.probs import Uniforms, sample_from_row
+from eagle_fn.sampling import child_lists
+from helpers import assert_matches
+from sampling_inputs import (
+    COIN_KINDS,
+    ROW_KINDS,
+    THRESHOLDS,
+    coins,
+    organized_tree,
+    random_links,
+    sampling_configs,
+    target_rows,
+)
+
+I64 = torch.int64
+
+# A two-level tree (topk 2): root -> node 1 (token 7), node 2 (token 9); node 1 -> node 3
+# (token 4). Links: next_token [1, 3, -1, -1], next_sibling [-1, 2, -1, -1].
+TREE_CFG = DraftConfig(2, 2, 4)
+TREE = DraftTree(torch.tensor([[-1, 0, 1]]), torch.tensor([[0, 1, 2]]), torch.tensor([[7, 9, 4]]))
+TREE_VT = build_verify_tree(TREE_CFG, TREE, torch.tensor([5]), torch.tensor([10]))
+ROOT = [0.1, 0.0, 0.0, 0.1, 0.0, 0.1, 0.0, 0.2, 0.0, 0.5]  # q(7) = 0.2, q(9) = 0.5
+NODE1 = [0.0, 0.0, 0.0, 0.0, 0.6, 0.0, 0.0, 0.0, 0.4, 0.0]  # q(4) = 0.6
+NODE2 = [0.0, 0.0, 0.25, 0.0, 0.0, 0.0, 0.75, 0.0, 0.0, 0.0]
+NODE3 = [0.0, 1.0] + [0.0] * 8
+
+
+def tree_verdict(coin_root, final, *, root=ROOT, tokens=None, coin_node1=0.5, **kwargs):
+    vt = TREE_VT if tokens is None else TREE_VT._replace(draft_tokens=torch.tensor(tokens))
+    q = torch.tensor([root, NODE1, NODE2, NODE3])
+    u = torch.tensor([[coin_root, coin_node1, 0.5, 0.5]])
+    return verify_sampling(TREE_CFG, vt, q, u, torch.tensor([final]), **kwargs)
+
+
+def as_lists(verdict):
+    return [t.tolist() for t in verdict]
+
+
+def test_tree_accepts_the_second_child():
+    # Root coin 0.6: node 1 makes acc 0.2 (reject), node 2 makes 0.7 >= 0.6 (accept token 9).
+    # Node 2 is a leaf: the final token comes from its plain row [.., 0.25 at 2, 0.75 at 6];
+    # coin 0.5 -> u = 0.5, running 0.25 then 1.0 > 0.5 at token 6.
+    assert as_lists(tree_verdict(0.6, 0.5)) == [[[0, 2, -1]], [1], [9, 0, 6, 0]]
+
+
+def test_the_running_sum_must_exceed_the_coin():
+    # Node 2's row [0.25 at 2, 0.75 at 6], final coin 0.25: u = 0.25 equals the running sum at
+    # token 2, which does not exceed it; token 6 is the first whose running sum (1.0) does.
+    assert tree_verdict(0.6, 0.25).predicts.tolist() == [9, 0, 6, 0]
+    assert tree_verdict(0.6, 0.2499).predicts.tolist() == [9, 0, 2, 0]
+
+
+@given(
+    bs=st.integers(0, 5),
+    vocab=st.integers(1, 12),
+    seed=st.integers(0, 2**31),
+)
+def test_final_draw_matches_reference(bs, vocab, seed):
+    # Grid rows and coins: running sums land exactly on coin * total, NaN and zero rows too.
+    gen = torch.Generator().manual_seed(seed)
+    grid = torch.tensor([0.0, 0.125, 0.25, 0.5, -0.25, math.nan])
+    rows = grid[torch.randint(0, 6, (bs, vocab), generator=gen)]
+    coin = torch.tensor([0.0, 0.25, 0.5, 0.75, 0.999])[torch.randint(0, 5, (bs,), generator=gen)]
+    want = [reference.sample_row(rows[b], coin[b]) for b in range(bs)]
+    assert_matches(sample_from_row(rows, coin), want, (bs,), I64)
+
+
+def test_tree_rejects_every_child_and_removes_them():
+    # Root coin 0.9 > acc 0.7: both rejected; their tokens 7 and 9 leave the root row, which
+    # keeps 0.1 at 0, 3 and 5 (total 0.3). Final coin 0.5 -> u = 0.15: token 3 (running 0.2).
+    assert as_lists(tree_verdict(0.9, 0.5)) == [[[0, -1, -1]], [0], [3, 0, 0, 0]]
+
+
+def test_tree_accepts_every_level():
+    # Root coin 0.1 <= 0.2 takes node 1 (token 7); its coin 0.5 <= q(4) = 0.6 takes node 3
+    # (token 4). Both levels accepted: the final token comes from node 3's plain row: 1.
+    assert as_lists(tree_verdict(0.1, 0.99)) == [[[0, 1, 3]], [2], [7, 4, 0, 1]]
+
+
+def test_rejection_at_a_deeper_level_removes_from_that_node():
+    # Node 1 accepted; its coin 0.7 > q(4) = 0.6 rejects node 3, so token 4 leaves node 1's
+    # row [0.6 at 4, 0.4 at 8]: the final token is 8 whatever the coin.
+    verdict = tree_verdict(0.1, 0.0, coin_node1=0.7)
+    assert as_lists(verdict) == [[[0, 1, -1]], [1], [7, 8, 0, 0]]
+
+
+def test_threshold_single_accepts_a_likely_child():
+    # Coin 0.99 rejects on the accumulator, but q(9) = 0.5 >= threshold_single = 0.5.
+    verdict = tree_verdict(0.99, 0.5, threshold_single=0.5)
+    assert verdict.accept_index.tolist() == [[0, 2, -1]]
+
+
+def test_threshold_acc_scales_the_accumulator():
+    # Coin 0.3 > acc 0.2, but 0.2 / threshold_acc 0.5 = 0.4 >= 0.3: node 1 accepted.
+    assert tree_verdict(0.3, 0.5, threshold_acc=0.5).accept_index.tolist() == [[0, 1, 3]]
+    # threshold_acc 0 is floored at 1e-9: any positive acc accepts the first child.
+    assert tree_verdict(0.999, 0.5, threshold_acc=0.0).accept_index.tolist() == [[0, 1, 3]]
+
+
+def test_siblings_with_one_token_count_twice_and_are_removed_once():
+    # Both root children carry token 7 (q = 0.2). Coin 0.35: acc 0.2 rejects node 1, acc 0.4
+    # (7 counted twice) accepts node 2.
+    tokens = [5, 7, 7, 4]
+    assert tree_verdict(0.35, 0.5, tokens=tokens).accept_index.tolist() == [[0, 2, -1]]
+    # Coin 0.5 rejects both. Token 7 is set to 0 once; the root row keeps 0.1 at 0, 3, 5 and
+    # 0.5 at 9 (total 0.8). Final coin 0.3 -> u = 0.24: token 5 (running 0.3).
+    verdict = tree_verdict(0.5, 0.3, tokens=tokens)
+    assert as_lists(verdict) == [[[0, -1, -1]], [0], [5, 0, 0, 0]]
+
+
+def test_a_row_without_mass_emits_the_last_token():
+    # An all-zero root row: every child rejected (coin > 0 = acc), nothing positive: V - 1.
+    assert as_lists(tree_verdict(0.5, 0.5, root=[0.0] * 10)) == [[[0, -1, -1]], [0], [9, 0, 0, 0]]
+
+
+def test_rounding_fallback_takes_the_last_positive_index():
+    # A final coin of 1 (outside the [0, 1) contract) puts u at the total: no running sum
+    # exceeds it, so the last positive index of node 2's row wins, SGLang's fallback.
+    assert tree_verdict(0.6, 1.0).predicts.tolist() == [9, 0, 6, 0]
+
+
+def test_nan_probabilities_never_reach_a_token():
+    # NaN everywhere but token 3: NaN is no mass, never accepted, never sampled.
+    root = [math.nan] * 10
+    root[3] = 0.4
+    assert as_lists(tree_verdict(0.5, 0.9, root=root)) == [[[0, -1, -1]], [0], [3, 0, 0, 0]]
+
+
+def test_a_zero_coin_accepts_the_first_child():
+    # SGLang's comparison is coin <= acc: a coin of exactly 0 accepts a child of probability 0.
+    # draw_uniforms never draws 0 (see test_draw_uniforms_is_open_and_seeded).
+    root = list(ROOT)
+    root[7] = 0.0
+    assert tree_verdict(0.0, 0.5, root=root).accept_index.tolist() == [[0, 1, 3]]
+
+
+# Chains with draft probabilities: chain S = 2 drafting tokens 1 then 2 after bonus 0.
+CHAIN_CFG = DraftConfig.chain(2)
+CHAIN_VT = build_verify_tree(
+    CHAIN_CFG,
+    DraftTree(torch.tensor([[-1, 0]]), torch.tensor([[0, 1]]), torch.tensor([[1, 2]])),
+    torch.tensor([0]),
+    torch.tensor([3]),
+)
+Q = torch.tensor([[0.1, 0.6, 0.2, 0.1], [0.5, 0.0, 0.3, 0.2], [0.0, 0.0, 0.0, 1.0]])
+P = torch.tensor([[0.0, 0.8, 0.2, 0.0], [0.25, 0.0, 0.75, 0.0], [0.0, 0.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize(
+    ("coin0", "coin1", "final", "expected"),
+    [
+        # 0.7 * p(1) = 0.56 <= q(1) = 0.6: accept; 0.5 * p(2) = 0.375 > q(2) = 0.3: reject.
+        # relu(q1 - p1) = [0.25, 0, 0, 0.2] (total 0.45); coin 0.6 -> u = 0.27: token 3.
+        (0.7, 0.5, 0.6, [[[0, 1, -1]], [1], [1, 3, 0]]),
+        # The same, final coin 0.5 -> u = 0.225 < 0.25: token 0.
+        (0.7, 0.5, 0.5, [[[0, 1, -1]], [1], [1, 0, 0]]),
+        # 0.8 * 0.8 = 0.64 > 0.6: reject at the root; relu(q0 - p0) = [0.1, 0, 0, 0.1]: token 3.
+        (0.8, 0.0, 0.75, [[[0, -1, -1]], [0], [3, 0, 0]]),
+        # Both accepted (0.3 * 0.75 <= 0.3): the final token comes from q at node 2: 3.
+        (0.7, 0.3, 0.1, [[[0, 1, 2]], [2], [1, 2, 3]]),
+    ],
+)
+def test_chain_with_draft_probs(coin0, coin1, final, expected):
+    u = torch.tensor([[coin0, coin1, 0.5]])
+    verdict = verify_sampling(CHAIN_CFG, CHAIN_VT, Q, u, torch.tensor([final]), draft_probs=P)
+    assert isinstance(verdict, GreedyVerdict)
+    assert as_lists(verdict) == expected
+
+
+def test_draft_probability_zero_accepts():
+    # p(x) = 0: coin * 0 <= q(x) always holds (a correct draft never proposes x).
+    p = P.clone()
+    p[0] = torch.tensor([0.5, 0.0, 0.5, 0.0])
+    u = torch.tensor([[0.99, 0.99, 0.5]])
+    verdict = verify_sampling(CHAIN_CFG, CHAIN_VT, Q, u, torch.tensor([0.5]), draft_probs=p)
+    assert verdict.num_accepted.tolist() == [1]
+
+
+def test_flat_and_batched_probabilities_agree():
+    u = torch.tensor([[0.7, 0.5, 0.5]])
+    a = verify_sampling(CHAIN_CFG, CHAIN_VT, Q, u, torch.tensor([0.6]), draft_probs=P)
+    b = verify_sampling(
+        CHAIN_CFG, CHAIN_VT, Q.view(1, 3, 4), u, torch.tensor([0.6]), draft_probs=P.view(1, 3, 4)
+    )
+    assert as_lists(a) == as_lists(b)
+
+
+def test_child_lists_follow_links_and_stop_on_cycles():
+    # Node 0 -> children 1, 2 (siblings 1 -> 2 -> 1 loop); node 1 -> child 3; out-of-range
+    # links (7) end a list.
+    first = torch.tensor([[1, 3, -1, 7]])
+    sibling = torch.tensor([[-1, 2, 1, -1]])
+    assert child_lists(first, sibling).tolist() == [
+        [[1, 2, 1, 2], [3, 4, 4, 4], [4, 4, 4, 4], [4, 4, 4, 4]]
+    ]
+
+
+def check_against_reference(cfg, vt, q, u, final, thresholds=(1.0, 1.0), draft_probs=None):
+    single, acc = thresholds
+    verdict = verify_sampling(
+        cfg, vt, q, u, final, threshold_single=single, threshold_acc=acc, draft_probs=draft_probs
+    )
+    accept, counts, predicts = reference.verify_sampling(
+        cfg, vt, q, u, final, single, acc, draft_probs
+    )
+    bs, n = vt.retrieve_index.shape
+    assert_matches(verdict.accept_index, accept, (bs, cfg.num_steps + 1), I64)
+    assert_matches(verdict.num_accepted, counts, (bs,), I64)
+    assert_matches(verdict.predicts, predicts, (bs * n,), I64)
+    return verdict
+
+
+@pytest.mark.parametrize("thresholds", THRESHOLDS)
+@pytest.mark.parametrize("row_kind", ROW_KINDS)
+@pytest.mark.parametrize("coin_kind", COIN_KINDS)
+def test_matches_reference_table(thresholds, row_kind, coin_kind):
+    gen = torch.Generator().manual_seed(len(row_kind) * 7 + len(coin_kind))
+    cfg = DraftConfig(3, 4, 12)
+    vt = organized_tree(cfg, 4, gen, vocab=12)
+    q = target_rows(vt, 12, gen, row_kind)
+    check_against_reference(cfg, vt, q, *coins(4, 12, gen, coin_kind), thresholds)
+
+
+@given(
+    cfg=sampling_configs(),
+    bs=st.integers(0, 6),
+    vocab=st.integers(2, 24),
+    tree_kind=st.sampled_from(KINDS),
+    row_kind=st.sampled_from(ROW_KINDS),
+    coin_kind=st.sampled_from(COIN_KINDS),
+    thresholds=st.sampled_from(THRESHOLDS),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.float16]),
+    seed=st.integers(0, 2**31),
+)
+def test_matches_reference_on_organized_trees(
+    cfg, bs, vocab, tree_kind, row_kind, coin_kind, thresholds, dtype, seed
+):
+    gen = torch.Generator().manual_seed(seed)
+    vt = organized_tree(cfg, bs, gen, vocab, tree_kind)
+    q = target_rows(vt, vocab, gen, row_kind, dtype)
+    check_against_reference(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, coin_kind),
+                            thresholds)  # fmt: skip
+
+
+@given(
+    cfg=sampling_configs(),
+    bs=st.integers(1, 5),
+    row_kind=st.sampled_from(ROW_KINDS),
+    coin_kind=st.sampled_from(COIN_KINDS),
+    thresholds=st.sampled_from(THRESHOLDS),
+    seed=st.integers(0, 2**31),
+)
+def test_matches_reference_on_arbitrary_links(cfg, bs, row_kind, coin_kind, thresholds, seed):
+    # Cycles, self-links, shared children and out-of-vocabulary tokens: bounded and exact.
+    gen = torch.Generator().manual_seed(seed)
+    vt = random_links(cfg, bs, gen, vocab=10)
+    q = target_rows(vt, 10, gen, row_kind, torch.float64)
+    check_against_reference(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, coin_kind),
+                            thresholds)  # fmt: skip
+
+
+@given(
+    num_steps=st.integers(1, 6),
+    bs=st.integers(0, 6),
+    vocab=st.integers(2, 16),
+    row_kind=st.sampled_from(ROW_KINDS),
+    draft_kind=st.sampled_from(ROW_KINDS),
+    coin_kind=st.sampled_from(COIN_KINDS),
+    arbitrary_links=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_chain_matches_reference(
+    num_steps, bs, vocab, row_kind, draft_kind, coin_kind, arbitrary_links, seed
+):
+    gen = torch.Generator().manual_seed(seed)
+    cfg = DraftConfig.chain(num_steps)
+    if arbitrary_links:
+        vt = random_links(cfg, bs, gen, vocab)
+    else:
+        vt = organized_tree(cfg, bs, gen, vocab)
+    q = target_rows(vt, vocab, gen, row_kind)
+    p = target_rows(vt, vocab, gen, draft_kind)
+    check_against_reference(cfg, vt, q, *coins(bs, num_steps + 1, gen, coin_kind), draft_probs=p)
+
+
+def agreeing_logits(vt, vocab, gen, agree=0.8):
+    """[bs, N, V] logits whose argmax is often one of the node's children (often a later
+    sibling), with exact ties and NaN now and then."""
+    bs, n = vt.retrieve_index.shape
+    logits = torch.randn(bs, n, vocab, generator=gen).round(decimals=1)
+    tokens, first = vt.draft_tokens.view(bs, n), vt.retrieve_next_token
+    sibling = vt.retrieve_next_sibling
+    for b in range(bs):
+        for node in range(n):
+            child = first[b, node].item()
+            if child < 0 or torch.rand(1, generator=gen).item() > agree:
+                continue
+            while sibling[b, child] >= 0 and torch.rand(1, generator=gen).item() < 0.4:
+                child = sibling[b, child].item()
+            if 0 <= tokens[b, child] < vocab:
+                logits[b, node, tokens[b, child]] = 5.0
+    logits[torch.rand(bs, n, vocab, generator=gen) < 0.05] = math.nan
+    return logits
+
+
+@given(
+    cfg=sampling_configs(),
+    bs=st.integers(1, 6),
+    thresholds=st.sampled_from(THRESHOLDS),
+    arbitrary_links=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_greedy_rows_of_a_mixed_batch_equal_verify_greedy(
+    cfg, bs, thresholds, arbitrary_links, seed
+):
+    gen = torch.Generator().manual_seed(seed)
+    vocab, n = 16, cfg.num_draft_tokens
+    vt = (random_links if arbitrary_links else organized_tree)(cfg, bs, gen, vocab)
+    logits = agreeing_logits(vt, vocab, gen)
+    temperature = torch.where(torch.rand(bs, generator=gen) < 0.5, 0.0, 0.8)
+    assume(bool((temperature == 0).any()))
+    probs = target_probs_from_logits(logits, temperature)
+    u = draw_uniforms(bs, n, generator=gen)
+    single, acc = thresholds
+    sampled = verify_sampling(cfg, vt, probs, *u, threshold_single=single, threshold_acc=acc)
+    greedy = verify_greedy(cfg, vt, logits.nan_to_num(nan=-math.inf).argmax(-1))
+    rows = (temperature == 0).nonzero().flatten().tolist()
+    for b in rows:
+        assert sampled.accept_index[b].tolist() == greedy.accept_index[b].tolist()
+        assert sampled.num_accepted[b].item() == greedy.num_accepted[b].item()
+        assert (
+            sampled.predicts[b * n : (b + 1) * n].tolist()
+            == greedy.predicts[b * n : (b + 1) * n].tolist()
+        )
+
+
+@given(num_steps=st.integers(1, 6), bs=st.integers(1, 6), seed=st.integers(0, 2**31))
+def test_greedy_chain_rows_with_draft_probs_equal_verify_greedy(num_steps, bs, seed):
+    # A greedy request drafts greedily too: its draft rows are one-hot at the drafted token.
+    gen = torch.Generator().manual_seed(seed)
+    cfg, vocab = DraftConfig.chain(num_steps), 8
+    vt = organized_tree(cfg, bs, gen, vocab)
+    logits = agreeing_logits(vt, vocab, gen)
+    probs = target_probs_from_logits(logits, torch.zeros(bs))
+    tokens = vt.draft_tokens.view(bs, -1)
+    draft = torch.zeros(bs, num_steps + 1, vocab).scatter_(2, tokens.roll(-1, 1).unsqueeze(-1), 1)
+    sampled = verify_sampling(cfg, vt, probs, *draw_uniforms(bs, num_steps + 1, generator=gen),
+                              draft_probs=draft)  # fmt: skip
+    greedy = verify_greedy(cfg, vt, logits.nan_to_num(nan=-math.inf).argmax(-1))
+    assert as_lists(sampled) == as_lists(greedy)
+
+
+def test_greedy_rows_agree_on_a_fixed_batch():
+    # A deterministic instance of the property above that accepts at every depth.
+    gen = torch.Generator().manual_seed(3)
+    cfg, bs, vocab = DraftConfig(4, 4, 16), 8, 16
+    vt = organized_tree(cfg, bs, gen, vocab)
+    logits = agreeing_logits(vt, vocab, gen, agree=1.0)
+    temperature = torch.tensor([0.0, 1.0] * 4)
+    probs = target_probs_from_logits(logits, temperature)
+    sampled = verify_sampling(cfg, vt, probs, *draw_uniforms(bs, 16, generator=gen))
+    greedy = verify_greedy(cfg, vt, logits.nan_to_num(nan=-math.inf).argmax(-1))
+    assert torch.equal(sampled.accept_index[::2], greedy.accept_index[::2])
+    assert torch.equal(sampled.predicts.view(bs, 16)[::2], greedy.predicts.view(bs, 16)[::2])
+    assert greedy.num_accepted[::2].sum() >= 8  # deep walks, so the comparison means something
+
+
+def test_draw_uniforms_is_open_and_seeded():
+    a = draw_uniforms(3, 5, generator=torch.Generator().manual_seed(0))
+    b = draw_uniforms(3, 5, generator=torch.Generator().manual_seed(0))
+    assert isinstance(a, Uniforms)
+    assert a.uniforms.shape == (3, 5)
+    assert a.final_uniforms.shape == (3,)
+    assert a.uniforms.dtype == torch.float32
+    assert a.uniforms.is_contiguous()
+    assert torch.equal(a.uniforms, b.uniforms)
+    assert torch.equal(a.final_uniforms, b.final_uniforms)
+    many = draw_uniforms(1000, 100, generator=torch.Generator().manual_seed(1)).uniforms
+    assert many.min() > 0
+    assert many.max() < 1
+    # Midpoints of 2**23 bins: every coin times 2**24 is an odd integer.
+    scaled = many.double() * 2**24
+    assert torch.equal(scaled, scaled.round())
+    assert bool((scaled % 2 == 1).all())
+    assert abs(many.mean().item() - 0.5) < 0.01
+
+
+def test_runs_on_device(device):
+    gen = torch.Generator().manual_seed(0)
+    cfg = DraftConfig(3, 3, 8)
+    vt = organized_tree(cfg, 4, gen, 12)
+    q = target_rows(vt, 12, gen, "agree")
+    u, final = coins(4, 8, gen, "uniform")
+    cpu = verify_sampling(cfg, vt, q, u, final)
+    moved = type(vt)(*(t.to(device) for t in vt))
+    dev = verify_sampling(cfg, moved, q.to(device), u.to(device), final.to(device))
+    for a, b in zip(cpu, dev, strict=True):
+        assert b.device == device
+        assert torch.equal(a, b.cpu())
+
+
+# target_probs_from_logits
+
+
+def test_probs_from_logits_literal():
+    logits = torch.tensor(
+        [
+            [0.0, math.log(4.0), -math.inf],  # temperature 2: [1, 2, 0] / 3
+            [1.0, math.nan, 1.0],  # greedy: first largest, NaN ignored -> one-hot at 0
+            [-math.inf, math.nan, -math.inf],  # no mass at temperature 1: all zero
+        ]
+    )
+    probs = target_probs_from_logits(logits, torch.tensor([2.0, 0.0, 1.0]))
+    torch.testing.assert_close(probs[0], torch.tensor([1 / 3, 2 / 3, 0.0]))
+    assert probs[1:].tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+
+
+def test_top_k_keeps_ties_and_top_p_keeps_the_boundary_token():
+    logits = torch.tensor([[1.0, 1.0, 0.0], [math.log(5.0), math.log(3.0), math.log(2.0)]])
+    probs = target_probs_from_logits(
+        logits, torch.tensor([1.0, 1.0]), top_k=torch.tensor([1, 0]), top_p=torch.tensor([1.0, 0.6])
+    )
+    # Row 0: top_k 1 keeps both tied logits. Row 1: [0.5, 0.3, 0.2]; the preceding mass of
+    # 0.3 is 0.5 < 0.6 (kept), of 0.2 is 0.8 (dropped): [0.625, 0.375, 0].
+    torch.testing.assert_close(probs, torch.tensor([[0.5, 0.5, 0.0], [0.625, 0.375, 0.0]]))
+
+
+def test_probs_rows_of_a_request_share_its_parameters():
+    logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(0))
+    temperature = torch.tensor([0.0, 0.7])
+    batched = target_probs_from_logits(logits, temperature)
+    flat = target_probs_from_logits(logits.view(6, 5), temperature)
+    assert batched.shape == (2, 3, 5)
+    assert flat.shape == (6, 5)
+    assert torch.equal(batched.view(6, 5), flat)
+    assert torch.equal(batched[0], torch.nn.functional.one_hot(logits[0].argmax(-1), 5).float())
+
+
+@given(
+    bs=st.integers(1, 4),
+    rows=st.integers(1, 3),
+    vocab=st.integers(1, 12),
+    grid=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_probs_from_logits_match_reference(bs, rows, vocab, grid, seed):
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(bs, rows, vocab, generator=gen)
+    if grid:  # exact ties among logits
+        logits = logits.round()
+    logits[torch.rand(bs, rows, vocab, generator=gen) < 0.1] = math.nan
+    temperature = torch.tensor([0.0, 0.5, 1.0, 2.0])[torch.randint(0, 4, (bs,), generator=gen)]
+    top_k = torch.randint(-1, vocab + 2, (bs,), generator=gen)
+    top_p = torch.rand(bs, generator=gen) * 1.2
+    probs = target_probs_from_logits(logits, temperature, top_k=top_k, top_p=top_p)
+    want = torch.tensor(reference.target_probs_from_logits(logits, temperature, top_k, top_p))
+    want = want.view(bs, rows, vocab)
+    assert not torch.isnan(probs).any()
+    torch.testing.assert_close(probs > 0, want > 0)  # the same support, exactly
+    total = want.sum(-1, keepdim=True)
+    want = torch.where(total > 0, want / torch.where(total > 0, total, 1.0), 0.0)
+    torch.testing.assert_close(probs, want.float())
+
+
+VT = TREE_VT
+QS = torch.rand(4, 10)
+U, F = torch.rand(1, 4), torch.rand(1)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        ((None, VT, QS, U, F), {}, TypeError, r"verify_sampling: cfg must be a DraftConfig"),
+        ((TREE_CFG, tuple(VT), QS, U, F), {}, TypeError, r"verify_tree must be a VerifyTree"),
+        (
+            (TREE_CFG, VT, QS[:3], U, F),
+            {},
+            ValueError,
+            r"verify_sampling: target_probs must have shape \[bs, N, V\] = \[1, 4, V\] or "
+            r"\[bs \* N, V\] = \[4, V\], got \[3, 10\]",
+        ),
+        ((TREE_CFG, VT, QS.view(2, 2, 10), U, F), {}, ValueError, r"got \[2, 2, 10\]"),
+        (
+            (TREE_CFG, VT, QS[:, :0], U, F),
+            {},
+            ValueError,
+            r"target_probs must have V >= 1 columns, got 0",
+        ),
+        (
+            (TREE_CFG, VT, QS.int(), U, F),
+            {},
+            TypeError,
+            r"target_probs must be a floating-point tensor .* got torch.int32",
+        ),
+        ((TREE_CFG, VT, QS.tolist(), U, F), {}, TypeError, r"target_probs must be a torch.Tensor"),
+        ((TREE_CFG, VT, QS.to("meta"), U, F), {}, ValueError, r"target_probs is on meta"),
+        (
+            (TREE_CFG, VT, QS, U[:, :3], F),
+            {},
+            ValueError,
+            r"uniforms must have shape \[bs, N\] = \[1, 4\], got \[1, 3\]",
+        ),
+        ((TREE_CFG, VT, QS, U.double().long(), F), {}, TypeError, r"uniforms must be a floating"),
+        (
+            (TREE_CFG, VT, QS, U, F.view(1, 1)),
+            {},
+            ValueError,
+            r"final_uniforms must have shape \[bs\] = \[1\], got \[1, 1\]",
+        ),
+        ((TREE_CFG, VT, QS, U, F.to("meta")), {}, ValueError, r"final_uniforms is on meta"),
+        (
+            (TREE_CFG, VT, QS, U, F),
+            {"draft_probs": QS},
+            ValueError,
+            r"draft_probs is only defined for chains \(topk == 1\).* topk = 2",
+        ),
+        (
+            (CHAIN_CFG, CHAIN_VT, Q, U[:, :3], F),
+            {"draft_probs": P[:, :3]},
+            ValueError,
+            r"draft_probs must have shape \[bs, N, V\] = \[1, 3, 4\] or \[bs \* N, V\] = \[3, 4\], got \[3, 3\]",
+        ),
+        (
+            (CHAIN_CFG, CHAIN_VT, Q, U[:, :3], F),
+            {"draft_probs": P[:2]},
+            ValueError,
+            r"draft_probs must have shape \[bs, N, V\] = \[1, 3, 4\]",
+        ),
+        (
+            (TREE_CFG, VT, QS, U, F),
+            {"threshold_acc": "1"},
+            TypeError,
+            r"threshold_acc must be a float, got str",
+        ),
+        (
+            (TREE_CFG, VT, QS, U, F),
+            {"threshold_single": math.nan},
+            ValueError,
+            r"threshold_single must be a number, got nan",
+        ),
+        (
+            (TREE_CFG, VT._replace(retrieve_next_token=VT.retrieve_next_token[:, :3]), QS, U, F),
+            {},
+            ValueError,
+            r"verify_tree.retrieve_next_token must have shape \[bs, N\] = \[1, 4\], got \[1, 3\]",
+        ),
+        (
+            (TREE_CFG, VT._replace(draft_tokens=VT.draft_tokens.int()), QS, U, F),
+            {},
+            TypeError,
+            r"verify_tree.draft_tokens must be an int64 tensor",
+        ),
+    ],
+)
+def test_bad_inputs(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        verify_sampling(*args, **kwargs)
+
+
+LOGITS = torch.zeros(2, 3, 5)
+TEMPS = torch.ones(2)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        (
+            (LOGITS, TEMPS[:1]),
+            {},
+            ValueError,
+            r"target_probs_from_logits: logits must have shape \[bs, N, V\] = \[1, N, V\] or "
+            r"\[rows, V\] = \[rows, V\], got \[2, 3, 5\]",
+        ),
+        ((LOGITS.view(6, 5), torch.ones(4)), {}, ValueError, r"bs = 4 .* got \[6, 5\]"),
+        ((LOGITS[..., :0], TEMPS), {}, ValueError, r"V >= 1, got \[2, 3, 0\]"),
+        ((LOGITS.long(), TEMPS), {}, TypeError, r"logits must be a floating-point tensor"),
+        ((LOGITS, 1.0), {}, TypeError, r"temperature must be a torch.Tensor, got float"),
+        (
+            (LOGITS, TEMPS.view(2, 1)),
+            {},
+            ValueError,
+            r"temperature must have shape \[bs\] \(rank 1\)",
+        ),
+        ((LOGITS, TEMPS.long()), {}, TypeError, r"temperature must be a floating-point tensor"),
+        ((LOGITS.to("meta"), TEMPS), {}, ValueError, r"logits is on meta, expected cpu"),
+        ((LOGITS, TEMPS), {"top_k": torch.ones(2)}, TypeError, r"top_k must be an int64 tensor"),
+        (
+            (LOGITS, TEMPS),
+            {"top_k": torch.ones(3, dtype=I64)},
+            ValueError,
+            r"top_k must have shape \[bs\] = \[2\], got \[3\]",
+        ),
+        ((LOGITS, TEMPS), {"top_p": torch.ones(2, dtype=I64)}, TypeError, r"top_p must be a float"),
+    ],
+)
+def test_probs_bad_inputs(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        target_probs_from_logits(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        ((-1, 3), {}, ValueError, r"draw_uniforms: bs must be >= 0, got -1"),
+        ((2, 0), {}, ValueError, r"num_draft_tokens must be >= 1, got 0"),
+        ((2.0, 3), {}, TypeError, r"bs must be an int, got float"),
+    ],
+)
+def test_uniforms_bad_inputs(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        draw_uniforms(*args, **kwargs)
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_compiles_in_one_graph_with_eager_values(chain):
+    # fullgraph=True fails on any graph break: no data-dependent Python control flow, no sync.
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(0)
+    cfg = DraftConfig.chain(3) if chain else DraftConfig(3, 3, 8)
+    n = cfg.num_draft_tokens
+    vt = organized_tree(cfg, 5, gen, 12)
+    q = target_rows(vt, 12, gen, "agree")
+    p = target_rows(vt, 12, gen, "smooth") if chain else None
+    u = draw_uniforms(5, n, generator=gen)
+    compiled = torch.compile(verify_sampling, fullgraph=True)
+    got = compiled(cfg, vt, q, *u, draft_probs=p)
+    want = verify_sampling(cfg, vt, q, *u, draft_probs=p)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch._dynamo.reset()
