@@ -114,30 +114,24 @@ def test_build_verify_compiles_once_per_mask_mode(compiled_env, cfg):
     assert_no_graph_breaks()
 
 
-def batch_first(rank):
-    return _compile._batch_first(_compile.ShapeVar("bs"), rank)
-
-
 def test_greedy_verification_and_validity_compile_as_full_graphs(compiled_env):
     cfg = DraftConfig(4, 3, 8)
+    per_node = _compile.Batch(1, rows=cfg.num_draft_tokens)  # [bs * N]
     greedy = _compile.compile_fn(
         verify._verify_greedy,
         enabled=True,
         shapes={
-            name: batch_first(rank)
-            for name, rank in [
-                ("draft_tokens", 1),
-                ("retrieve_index", 2),
-                ("next_token", 2),
-                ("next_sibling", 2),
-                ("target", 1),
-            ]
+            "draft_tokens": per_node,
+            "retrieve_index": _compile.Batch(2),
+            "next_token": _compile.Batch(2),
+            "next_sibling": _compile.Batch(2),
+            "target": per_node,
         },
     )
     valid = _compile.compile_fn(
         verify_tree._is_valid_tree,
         enabled=True,
-        shapes={"parent_list": batch_first(2), "top_scores_index": batch_first(2)},
+        shapes={"parent_list": _compile.Batch(2), "top_scores_index": _compile.Batch(2)},
     )
     gen = torch.Generator().manual_seed(4)
     for bs in [3, 0, 1, 2, 7]:

@@ -1,14 +1,30 @@
-"""The one place that calls torch.compile: mode selection, options and the dynamic batch."""
+"""The one place that calls torch.compile: mode selection, options and the dynamic batch.
+
+Callers describe their dynamic arguments in torch-neutral terms (:class:`Batch`,
+:class:`BatchList`, :class:`UnbackedInt`); this module translates them to what the installed
+torch offers, found by feature detection (never by version string, see docs/torch-versions.md):
+
+- a shapes spec (``torch.fx.experimental.dynamic_spec`` passed to ``torch.compile`` as
+  ``shapes_spec`` on torch 2.13, ``dynamic_shapes`` on 2.14), or else
+- marking: each call hands the graph fresh alias views of the caller's tensors, marked
+  unbacked, so the caller's own tensors are never written to (torch 2.11).
+
+Either way each path compiles one graph over every batch size, 0 and 1 included.
+"""
 
 from __future__ import annotations
 
 import enum
+import functools
+import importlib
+import inspect
 import os
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
-from torch.fx.experimental.dynamic_spec import IntVar, SeqSpec, ShapeVar, TensorSpec
 
 from . import organize, verify_tree
 from ._memo import memoized
@@ -52,25 +68,155 @@ def resolve(compile: object, device: torch.device) -> bool:
     return mode is CompileMode.COMPILED
 
 
-def compile_fn(fn: Callable[..., Any], *, enabled: bool, shapes: dict[str, object]) -> Any:
+# ---- Dynamic arguments, in torch-neutral terms ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A tensor argument of rank ``rank`` whose dim 0 is ``rows * bs``; other dims are static.
+
+    ``bs`` is the one batch size of all batch arguments of a compiled function, ``<= max``
+    when ``max`` is given (they must then all give the same ``max``). ``rows`` > 1 describes
+    a flattened per-request layout, such as ``draft_tokens [bs * N]``.
+    """
+
+    rank: int
+    max: int | None = None
+    rows: int = 1
+
+
+@dataclass(frozen=True)
+class BatchList:
+    """A list of ``length`` tensors, each like :class:`Batch` ``(rank, max, rows)``."""
+
+    rank: int
+    length: int
+    max: int | None = None
+    rows: int = 1
+
+
+@dataclass(frozen=True)
+class UnbackedInt:
+    """A non-negative Python ``int`` argument, such as the FULL mask's length.
+
+    It is traced as a symbol, so new values never recompile. ``min`` must be ``>= 0``: on
+    torch without a shapes spec the value travels as a size.
+    """
+
+    min: int = 0
+    max: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.min < 0:
+            raise ValueError(f"UnbackedInt.min must be >= 0, got {self.min}")
+
+
+DynamicArg = Batch | BatchList | UnbackedInt
+
+
+# ---- What the installed torch offers --------------------------------------------------------
+
+
+class TorchFeatures(NamedTuple):
+    """The compile features of the installed torch, found by looking, not by version.
+
+    ``spec_keyword``: the ``torch.compile`` keyword that takes a
+    ``torch.fx.experimental.dynamic_spec`` shapes spec (``"shapes_spec"``,
+    ``"dynamic_shapes"``), or ``None`` when there is no usable one.
+    ``isolate_recompiles``: whether ``torch.compile`` takes ``isolate_recompiles``.
+    ``mark_unbacked``: whether dynamo can mark a dim unbacked with a ``shape_id``.
+    """
+
+    spec_keyword: str | None
+    isolate_recompiles: bool
+    mark_unbacked: bool
+
+
+# The shapes spec's ``torch.compile`` keyword, by name across releases.
+_SPEC_KEYWORDS = ("shapes_spec", "dynamic_shapes")
+_SPEC_NAMES = ("IntVar", "SeqSpec", "ShapeVar", "TensorSpec")
+
+
+@functools.cache
+def torch_features() -> TorchFeatures:
+    """Detects :class:`TorchFeatures` once, on first use (eager-only users never pay it)."""
+    compile_params = inspect.signature(torch.compile).parameters
+    keyword = next((k for k in _SPEC_KEYWORDS if k in compile_params), None)
+    if keyword is not None and _spec_module() is None:
+        keyword = None
+    return TorchFeatures(
+        spec_keyword=keyword,
+        isolate_recompiles="isolate_recompiles" in compile_params,
+        mark_unbacked="shape_id" in _mark_unbacked_params(),
+    )
+
+
+def _spec_module() -> types.ModuleType | None:
+    try:
+        module = importlib.import_module("torch.fx.experimental.dynamic_spec")
+    except ImportError:
+        return None
+    return module if all(hasattr(module, name) for name in _SPEC_NAMES) else None
+
+
+def _mark_unbacked_params() -> Mapping[str, inspect.Parameter]:
+    decorators = importlib.import_module("torch._dynamo.decorators")
+    mark = getattr(decorators, "mark_unbacked", None)
+    return {} if mark is None else inspect.signature(mark).parameters
+
+
+# ---- Compiling ------------------------------------------------------------------------------
+
+
+def compile_fn(
+    fn: Callable[..., Any],
+    *,
+    enabled: bool,
+    shapes: Mapping[str, DynamicArg],
+    features: TorchFeatures | None = None,
+) -> Any:
     """``fn`` compiled as one full graph with the given dynamic arguments, or ``fn`` itself.
 
-    ``shapes`` maps parameter names to specs whose dim 0 is the batch, an unbacked size:
-    plain ``dynamic=True`` specializes sizes 0 and 1 and would compile a second graph at
-    ``bs == 1``, and ``mark_unbacked`` would have to write onto the caller's tensors. Every
-    other argument is static. Each call gets its own recompile budget
-    (``isolate_recompiles``), so many configs never exhaust a shared one. No global dynamo
-    or inductor setting of the host process is changed.
+    ``shapes`` maps parameter names of ``fn`` to their dynamic description; every other
+    argument is static (a new value compiles a new graph). Batch sizes are unbacked: plain
+    ``dynamic=True`` specializes sizes 0 and 1 and would compile more graphs. Each call has
+    its own recompile budget, so many configs never exhaust a shared one. No global dynamo
+    or inductor setting of the host process is changed, and no caller's tensor is written.
+
+    Args:
+        fn: the pure function to compile.
+        enabled: ``False`` returns ``fn`` unchanged.
+        shapes: parameter name -> :class:`Batch`, :class:`BatchList` or :class:`UnbackedInt`.
+        features: what torch offers; detected when ``None`` (tests force the fallback here).
+
+    Example:
+        >>> double = compile_fn(lambda x: 2 * x, enabled=False, shapes={"x": Batch(1)})
+        >>> double(torch.tensor([1, 2])).tolist()
+        [2, 4]
     """
-    # torch's typing stubs lack isolate_recompiles, which torch.compile accepts.
-    return torch.compile(  # type: ignore[call-overload]
-        fn,
-        fullgraph=True,
-        shapes_spec=shapes if enabled else None,
-        isolate_recompiles=True,
-        disable=not enabled,
-        options=_INDUCTOR_OPTIONS,
+    if not enabled:
+        return fn
+    _check_shapes(fn, shapes)
+    features = torch_features() if features is None else features
+    if features.spec_keyword is not None:
+        return _compile_with_spec(fn, shapes, features)
+    if features.mark_unbacked:
+        return _compile_with_marks(fn, shapes)
+    raise RuntimeError(
+        "this torch offers neither a shapes spec (torch.fx.experimental.dynamic_spec) nor "
+        "torch._dynamo.decorators.mark_unbacked(shape_id=...); compile with "
+        f"{ENV_VAR}=0 or upgrade torch (eagle_fn needs torch>=2.11)"
     )
+
+
+def _check_shapes(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]) -> None:
+    params = inspect.signature(fn).parameters
+    unknown = [name for name in shapes if name not in params]
+    if unknown:
+        raise ValueError(f"shapes names {unknown} that are not parameters of {fn.__name__}")
+    bounds = {arg.max for arg in shapes.values() if not isinstance(arg, UnbackedInt)}
+    if len(bounds) > 1:
+        raise ValueError(f"the batch arguments of {fn.__name__} give different max: {bounds}")
 
 
 # Per-compile inductor options (never the global config). The generated code re-asserts
@@ -80,8 +226,154 @@ def compile_fn(fn: Callable[..., Any], *, enabled: bool, shapes: dict[str, objec
 _INDUCTOR_OPTIONS = {"size_asserts": False}
 
 
-def _batch_first(bs: ShapeVar, rank: int) -> TensorSpec:
-    return TensorSpec([bs, *([None] * (rank - 1))])
+def _inductor_options() -> dict[str, Any]:
+    # A fresh dict per call: torch.compile pops entries out of the one it is given.
+    return dict(_INDUCTOR_OPTIONS)
+
+
+def _isolated(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A copy of ``fn`` with its own code object, so its own dynamo cache and recompile count.
+
+    Dynamo keeps compiled entries on the code object: without ``isolate_recompiles`` every
+    compile of one function (one per config) would share the default budget of 8.
+    """
+    copy = types.FunctionType(
+        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return functools.update_wrapper(copy, fn)
+
+
+def _compile_with_spec(
+    fn: Callable[..., Any], shapes: Mapping[str, DynamicArg], features: TorchFeatures
+) -> Any:
+    spec = _to_spec(shapes)
+    options: dict[str, Any] = {str(features.spec_keyword): spec}
+    if features.isolate_recompiles:
+        options["isolate_recompiles"] = True
+    else:
+        fn = _isolated(fn)
+    compile_: Any = torch.compile  # the spec keyword is not in every torch's stubs
+    return compile_(fn, fullgraph=True, options=_inductor_options(), **options)
+
+
+def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
+    spec: Any = _spec_module()
+    bounds = [arg.max for arg in shapes.values() if not isinstance(arg, UnbackedInt)]
+    bs = spec.ShapeVar("bs", max=bounds[0] if bounds else None)
+
+    def batch_first(arg: Batch | BatchList) -> object:
+        return spec.TensorSpec([bs * arg.rows if arg.rows != 1 else bs, *[None] * (arg.rank - 1)])
+
+    out: dict[str, object] = {}
+    for name, arg in shapes.items():
+        if isinstance(arg, Batch):
+            out[name] = batch_first(arg)
+        elif isinstance(arg, BatchList):
+            out[name] = spec.SeqSpec([batch_first(arg) for _ in range(arg.length)])
+        else:
+            out[name] = spec.IntVar(name, min=arg.min, max=arg.max)
+    return out
+
+
+# ---- The fallback without a shapes spec: marked alias views ---------------------------------
+#
+# The caller's arguments reach the graph through two small functions. Eagerly, before the
+# call, each dynamic tensor is replaced by a fresh alias view (``view_as``: no copy, no ATen
+# op but a view) whose dim 0 is marked unbacked, one shape id per ``rows``; an UnbackedInt
+# travels as the length of a stride-0 view of a scalar. Inside the graph, the traced adapter
+# turns those lengths back into ints and states with torch._check what the marks cannot
+# carry on every torch: the bounds, and ``dim 0 == rows * bs``. The adapter gets its own
+# code object per compile.
+
+# A scalar whose expanded views carry UnbackedInt values as sizes; no data is ever read.
+_SIZE_CARRIER = torch.empty(())
+
+_Plan = tuple[tuple[int, str, DynamicArg], ...]
+
+
+def _compile_with_marks(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]) -> Any:
+    names = list(inspect.signature(fn).parameters)
+    # Per-request arguments (rows == 1) first: the first one names bs for the others.
+    ordered = sorted(shapes.items(), key=lambda item: getattr(item[1], "rows", 1) != 1)
+    plan: _Plan = tuple((names.index(name), name, arg) for name, arg in ordered)
+    marked = functools.partial(_marked, importlib.import_module("torch._dynamo.decorators"))
+
+    def adapter(*args: Any, **kwargs: Any) -> Any:
+        unmarked = _replace(plan, args, kwargs, _unmarked)
+        _check_batches(plan, unmarked, kwargs)
+        return fn(*unmarked, **kwargs)
+
+    # dynamic=False: every argument not marked stays static, as with a shapes spec.
+    graph = torch.compile(
+        _isolated(adapter), fullgraph=True, dynamic=False, options=_inductor_options()
+    )
+
+    @functools.wraps(fn)
+    def marked_call(*args: Any, **kwargs: Any) -> Any:
+        return graph(*_replace(plan, args, kwargs, marked), **kwargs)
+
+    return marked_call
+
+
+def _replace(
+    plan: _Plan,
+    args: tuple[Any, ...] | list[Any],
+    kwargs: dict[str, Any],
+    convert: Callable[[DynamicArg, Any], Any],
+) -> list[Any]:
+    """``args`` as a new list with each planned argument converted; ``kwargs`` in place."""
+    out = list(args)
+    for index, name, arg in plan:
+        if index < len(out):
+            out[index] = convert(arg, out[index])
+        elif name in kwargs:
+            kwargs[name] = convert(arg, kwargs[name])
+    return out
+
+
+def _marked(decorators: types.ModuleType, arg: DynamicArg, value: Any) -> Any:
+    """Eager: a fresh marked stand-in for ``value``; ``value`` itself is left untouched."""
+    if isinstance(arg, UnbackedInt):
+        carrier = _SIZE_CARRIER.expand(value)  # [value], a view
+        decorators.mark_unbacked(carrier, 0)
+        return carrier
+    if isinstance(arg, BatchList):
+        return [_marked(decorators, Batch(arg.rank, arg.max, arg.rows), t) for t in value]
+    alias = value.view_as(value)  # same shape, a new tensor object
+    decorators.mark_unbacked(alias, 0, shape_id=f"eagle_fn_bs*{arg.rows}")
+    return alias
+
+
+def _unmarked(arg: DynamicArg, value: Any) -> Any:
+    """Traced: an UnbackedInt's value back from its carrier, within its bounds."""
+    if not isinstance(arg, UnbackedInt):
+        return value
+    size = value.shape[0]
+    torch._check(size >= arg.min)
+    if arg.max is not None:
+        torch._check(size <= arg.max)
+    return size
+
+
+def _check_batches(plan: _Plan, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Traced: every batch dim is ``rows * bs`` for one ``bs``, and ``bs <= max``."""
+    bs = None
+    for index, name, arg in plan:
+        if isinstance(arg, UnbackedInt):
+            continue
+        value = args[index] if index < len(args) else kwargs.get(name, [])
+        for t in value if isinstance(arg, BatchList) else [value]:
+            if bs is None:
+                bs = t.shape[0] // arg.rows
+                torch._check(t.shape[0] == bs * arg.rows)
+                if arg.max is not None:
+                    torch._check(bs <= arg.max)
+            else:
+                torch._check(t.shape[0] == bs * arg.rows)
+
+
+# ---- The worker's table of paths ------------------------------------------------------------
 
 
 class Paths(NamedTuple):
@@ -101,39 +393,36 @@ def paths(cfg: DraftConfig, max_bs: int, *, enabled: bool) -> Paths:
 
 def _paths(cfg: DraftConfig, max_bs: int, enabled: bool) -> Paths:
     # The chain graphs slice constants of max_bs rows, so their batch is bounded by max_bs.
-    chain_bs = ShapeVar("bs", max=max_bs)
-    bs = ShapeVar("bs")
-    # The FULL mask's length: unbacked too, so new sequence lengths never recompile.
-    total = IntVar("total", min=0)
-    steps = range(cfg.num_steps)
-    verify_rows = {"bonus_tokens": _batch_first(bs, 1), "seq_lens": _batch_first(bs, 1)}
+    # The FULL mask's length is unbacked too, so new sequence lengths never recompile.
+    total = UnbackedInt(min=0)
+    steps = cfg.num_steps
     return Paths(
         chain=compile_fn(
             organize._organize_chain,
             enabled=enabled,
-            shapes={"topk_index": _batch_first(chain_bs, 2)},
+            shapes={"topk_index": Batch(2, max=max_bs)},
         ),
         multilayer=compile_fn(
             organize._organize_multilayer,
             enabled=enabled,
-            shapes={"topk_p": _batch_first(bs, 2), "topk_index": _batch_first(bs, 2)},
+            shapes={"topk_p": Batch(2), "topk_index": Batch(2)},
         ),
         tree=compile_fn(
             organize._organize_tree,
             enabled=enabled,
             shapes={
-                "score_list": SeqSpec([_batch_first(bs, 3) for _ in steps]),
-                "token_list": SeqSpec([_batch_first(bs, 2) for _ in steps]),
-                "parents_list": SeqSpec([_batch_first(bs, 2) for _ in steps]),
+                "score_list": BatchList(3, steps),
+                "token_list": BatchList(2, steps),
+                "parents_list": BatchList(2, steps),
             },
         ),
         chain_verify=compile_fn(
             verify_tree._build_chain_verify,
             enabled=enabled,
             shapes={
-                "draft_tokens": _batch_first(chain_bs, 2),
-                "bonus_tokens": _batch_first(chain_bs, 1),
-                "seq_lens": _batch_first(chain_bs, 1),
+                "draft_tokens": Batch(2, max=max_bs),
+                "bonus_tokens": Batch(1, max=max_bs),
+                "seq_lens": Batch(1, max=max_bs),
                 "total": total,
             },
         ),
@@ -141,10 +430,11 @@ def _paths(cfg: DraftConfig, max_bs: int, enabled: bool) -> Paths:
             verify_tree._build_verify_tree,
             enabled=enabled,
             shapes={
-                "parent_list": _batch_first(bs, 2),
-                "top_scores_index": _batch_first(bs, 2),
-                "draft_tokens": _batch_first(bs, 2),
-                **verify_rows,
+                "parent_list": Batch(2),
+                "top_scores_index": Batch(2),
+                "draft_tokens": Batch(2),
+                "bonus_tokens": Batch(1),
+                "seq_lens": Batch(1),
                 "total": total,
             },
         ),
