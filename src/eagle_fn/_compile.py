@@ -174,6 +174,8 @@ def compile_fn(
     enabled: bool,
     shapes: Mapping[str, DynamicArg],
     features: TorchFeatures | None = None,
+    backend: str = "inductor",
+    options: Mapping[str, Any] | None = None,
 ) -> Any:
     """``fn`` compiled as one full graph with the given dynamic arguments, or ``fn`` itself.
 
@@ -188,6 +190,8 @@ def compile_fn(
         enabled: ``False`` returns ``fn`` unchanged.
         shapes: parameter name -> :class:`Batch`, :class:`BatchList` or :class:`UnbackedInt`.
         features: what torch offers; detected when ``None`` (tests force the fallback here).
+        backend: the ``torch.compile`` backend; benchmarks weigh ``"eager"`` against it.
+        options: inductor options in place of eagle_fn's (benchmarks weigh the variants).
 
     Example:
         >>> double = compile_fn(lambda x: 2 * x, enabled=False, shapes={"x": Batch(1)})
@@ -198,10 +202,11 @@ def compile_fn(
         return fn
     _check_shapes(fn, shapes)
     features = torch_features() if features is None else features
+    how = _how(backend, _INDUCTOR_OPTIONS if options is None else options)
     if features.spec_keyword is not None:
-        return _compile_with_spec(fn, shapes, features)
+        return _compile_with_spec(fn, shapes, features, how)
     if features.mark_unbacked:
-        return _compile_with_marks(fn, shapes)
+        return _compile_with_marks(fn, shapes, how)
     raise RuntimeError(
         "this torch offers neither a shapes spec (torch.fx.experimental.dynamic_spec) nor "
         "torch._dynamo.decorators.mark_unbacked(shape_id=...); compile with "
@@ -226,9 +231,12 @@ def _check_shapes(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]) -> N
 _INDUCTOR_OPTIONS = {"size_asserts": False}
 
 
-def _inductor_options() -> dict[str, Any]:
-    # A fresh dict per call: torch.compile pops entries out of the one it is given.
-    return dict(_INDUCTOR_OPTIONS)
+def _how(backend: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The backend keywords of ``torch.compile``: options go to inductor only."""
+    if backend != "inductor":
+        return {"backend": backend}
+    # A fresh dict per compile: torch.compile pops entries out of the one it is given.
+    return {"backend": backend, "options": dict(options)}
 
 
 def _isolated(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -245,16 +253,19 @@ def _isolated(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _compile_with_spec(
-    fn: Callable[..., Any], shapes: Mapping[str, DynamicArg], features: TorchFeatures
+    fn: Callable[..., Any],
+    shapes: Mapping[str, DynamicArg],
+    features: TorchFeatures,
+    how: dict[str, Any],
 ) -> Any:
     spec = _to_spec(shapes)
-    options: dict[str, Any] = {str(features.spec_keyword): spec}
+    extra: dict[str, Any] = {str(features.spec_keyword): spec}
     if features.isolate_recompiles:
-        options["isolate_recompiles"] = True
+        extra["isolate_recompiles"] = True
     else:
         fn = _isolated(fn)
     compile_: Any = torch.compile  # the spec keyword is not in every torch's stubs
-    return compile_(fn, fullgraph=True, options=_inductor_options(), **options)
+    return compile_(fn, fullgraph=True, **how, **extra)
 
 
 def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
@@ -292,7 +303,9 @@ _SIZE_CARRIER = torch.empty(())
 _Plan = tuple[tuple[int, str, DynamicArg], ...]
 
 
-def _compile_with_marks(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]) -> Any:
+def _compile_with_marks(
+    fn: Callable[..., Any], shapes: Mapping[str, DynamicArg], how: dict[str, Any]
+) -> Any:
     names = list(inspect.signature(fn).parameters)
     # Per-request arguments (rows == 1) first: the first one names bs for the others.
     ordered = sorted(shapes.items(), key=lambda item: getattr(item[1], "rows", 1) != 1)
@@ -305,9 +318,7 @@ def _compile_with_marks(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]
         return fn(*unmarked, **kwargs)
 
     # dynamic=False: every argument not marked stays static, as with a shapes spec.
-    graph = torch.compile(
-        _isolated(adapter), fullgraph=True, dynamic=False, options=_inductor_options()
-    )
+    graph = torch.compile(_isolated(adapter), fullgraph=True, dynamic=False, **how)
 
     @functools.wraps(fn)
     def marked_call(*args: Any, **kwargs: Any) -> Any:
