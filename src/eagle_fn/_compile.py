@@ -221,7 +221,8 @@ def _check_shapes(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]) -> N
         raise ValueError(f"shapes names {unknown} that are not parameters of {fn.__name__}")
     bounds = {arg.max for arg in shapes.values() if not isinstance(arg, UnbackedInt)}
     if len(bounds) > 1:
-        raise ValueError(f"the batch arguments of {fn.__name__} give different max: {bounds}")
+        listed = sorted(bounds, key=lambda bound: (bound is not None, bound or 0))
+        raise ValueError(f"the batch arguments of {fn.__name__} give different max: {listed}")
 
 
 # Per-compile inductor options (never the global config). The generated code re-asserts
@@ -290,8 +291,8 @@ def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
 # ---- The fallback without a shapes spec: marked alias views ---------------------------------
 #
 # The caller's arguments reach the graph through two small functions. Eagerly, before the
-# call, each dynamic tensor is replaced by a fresh alias view (``view_as``: no copy, no ATen
-# op but a view) whose dim 0 is marked unbacked, one shape id per ``rows``; an UnbackedInt
+# call, each dynamic tensor is replaced by a fresh alias (``detach``: no copy, no ATen op
+# but a view) whose dim 0 is marked unbacked, one shape id per ``rows``; an UnbackedInt
 # travels as the length of a stride-0 view of a scalar. Inside the graph, the traced adapter
 # turns those lengths back into ints and states with torch._check what the marks cannot
 # carry on every torch: the bounds, and ``dim 0 == rows * bs``. The adapter gets its own
@@ -351,7 +352,8 @@ def _marked(decorators: types.ModuleType, arg: DynamicArg, value: Any) -> Any:
         return carrier
     if isinstance(arg, BatchList):
         return [_marked(decorators, Batch(arg.rank, arg.max, arg.rows), t) for t in value]
-    alias = value.view_as(value)  # same shape, a new tensor object
+    # detach, not view_as: a view's _base is fakified too, and its size then guarded.
+    alias = value.detach()  # the same storage, a new tensor object
     decorators.mark_unbacked(alias, 0, shape_id=f"eagle_fn_bs*{arg.rows}")
     return alias
 
@@ -397,12 +399,18 @@ class Paths(NamedTuple):
     verify: Callable[..., verify_tree.VerifyTree]  # (cfg, parent_list, ..., mask_mode, total)
 
 
-def paths(cfg: DraftConfig, max_bs: int, *, enabled: bool) -> Paths:
-    """The (shared, memoized) functions of ``cfg``: each compiles once, on first use."""
-    return memoized(("paths", cfg, max_bs, enabled), lambda: _paths(cfg, max_bs, enabled))
+def paths(
+    cfg: DraftConfig, max_bs: int, *, enabled: bool, features: TorchFeatures | None = None
+) -> Paths:
+    """The (shared, memoized) functions of ``cfg``: each compiles once, on first use.
+
+    ``features`` as in :func:`compile_fn` (``None``: detected).
+    """
+    key = ("paths", cfg, max_bs, enabled, features)
+    return memoized(key, lambda: _paths(cfg, max_bs, enabled, features))
 
 
-def _paths(cfg: DraftConfig, max_bs: int, enabled: bool) -> Paths:
+def _paths(cfg: DraftConfig, max_bs: int, enabled: bool, features: TorchFeatures | None) -> Paths:
     # The chain graphs slice constants of max_bs rows, so their batch is bounded by max_bs.
     # The FULL mask's length is unbacked too, so new sequence lengths never recompile.
     total = UnbackedInt(min=0)
@@ -411,16 +419,19 @@ def _paths(cfg: DraftConfig, max_bs: int, enabled: bool) -> Paths:
         chain=compile_fn(
             organize._organize_chain,
             enabled=enabled,
+            features=features,
             shapes={"topk_index": Batch(2, max=max_bs)},
         ),
         multilayer=compile_fn(
             organize._organize_multilayer,
             enabled=enabled,
+            features=features,
             shapes={"topk_p": Batch(2), "topk_index": Batch(2)},
         ),
         tree=compile_fn(
             organize._organize_tree,
             enabled=enabled,
+            features=features,
             shapes={
                 "score_list": BatchList(3, steps),
                 "token_list": BatchList(2, steps),
@@ -430,6 +441,7 @@ def _paths(cfg: DraftConfig, max_bs: int, enabled: bool) -> Paths:
         chain_verify=compile_fn(
             verify_tree._build_chain_verify,
             enabled=enabled,
+            features=features,
             shapes={
                 "draft_tokens": Batch(2, max=max_bs),
                 "bonus_tokens": Batch(1, max=max_bs),
@@ -440,6 +452,7 @@ def _paths(cfg: DraftConfig, max_bs: int, enabled: bool) -> Paths:
         verify=compile_fn(
             verify_tree._build_verify_tree,
             enabled=enabled,
+            features=features,
             shapes={
                 "parent_list": Batch(2),
                 "top_scores_index": Batch(2),
