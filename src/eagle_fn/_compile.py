@@ -6,8 +6,8 @@ torch offers, found by feature detection (never by version string, see docs/torc
 
 - a shapes spec (``torch.fx.experimental.dynamic_spec`` passed to ``torch.compile`` as
   ``shapes_spec`` on torch 2.13, ``dynamic_shapes`` on 2.14), or else
-- marking: each call hands the graph fresh alias views of the caller's tensors, marked
-  unbacked, so the caller's own tensors are never written to (torch 2.11).
+- marking: each call hands the graph fresh aliases of the caller's tensors, marked unbacked,
+  so the caller's own tensors are never written to (torch 2.11).
 
 Either way each path compiles one graph over every batch size, 0 and 1 included.
 """
@@ -240,15 +240,15 @@ def _how(backend: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return {"backend": backend, "options": dict(options)}
 
 
-def _isolated(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _isolated(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]:
     """A copy of ``fn`` with its own code object, so its own dynamo cache and recompile count.
 
     Dynamo keeps compiled entries on the code object: without ``isolate_recompiles`` every
-    compile of one function (one per config) would share the default budget of 8.
+    compile of one function (one per config) would share the default budget of 8. ``name``
+    renames the code, which dynamo's logs show.
     """
-    copy = types.FunctionType(
-        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
-    )
+    code = fn.__code__.replace(co_name=name or fn.__code__.co_name)
+    copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
     return functools.update_wrapper(copy, fn)
 
@@ -319,7 +319,8 @@ def _compile_with_marks(
         return fn(*unmarked, **kwargs)
 
     # dynamic=False: every argument not marked stays static, as with a shapes spec.
-    graph = torch.compile(_isolated(adapter), fullgraph=True, dynamic=False, **how)
+    traced = _isolated(adapter, name=f"{fn.__name__}_marked")
+    graph = torch.compile(traced, fullgraph=True, dynamic=False, **how)
 
     @functools.wraps(fn)
     def marked_call(*args: Any, **kwargs: Any) -> Any:
@@ -375,7 +376,9 @@ def _check_batches(plan: _Plan, args: list[Any], kwargs: dict[str, Any]) -> None
     for index, name, arg in plan:
         if isinstance(arg, UnbackedInt):
             continue
-        value = args[index] if index < len(args) else kwargs.get(name, [])
+        if index >= len(args) and name not in kwargs:
+            continue
+        value = args[index] if index < len(args) else kwargs[name]
         for t in value if isinstance(arg, BatchList) else [value]:
             if bs is None:
                 bs = t.shape[0] // arg.rows
