@@ -133,9 +133,12 @@ def test_every_path_compiles_once_over_the_batch_sweep(fresh_dynamo, features):
 
 
 @pytest.mark.parametrize("features", FEATURES)
-def test_flat_per_node_arguments_share_the_batch(fresh_dynamo, features):
+@pytest.mark.parametrize("related", [True, False], ids=["rows", "own size"])
+def test_flat_per_node_arguments_compile_once(fresh_dynamo, features, related):
     cfg = DraftConfig(4, 3, 8)
-    per_node = _compile.Batch(1, rows=cfg.num_draft_tokens)  # [bs * N]
+    # [bs * N]: tied to the batch (rows), or an independent size that the graph relates itself.
+    n = cfg.num_draft_tokens
+    per_node = _compile.Batch(1, rows=n) if related else _compile.Batch(1, size="bs * N")
     greedy = _compile.compile_fn(
         verify._verify_greedy,
         enabled=True,
@@ -213,7 +216,7 @@ def test_compiling_disabled_returns_the_function_itself():
             {"topk_index": _compile.Batch(2, max=4), "constants": _compile.Batch(2, max=8)},
             None,
             ValueError,
-            r"the batch arguments of _organize_chain give different max: \[4, 8\]",
+            r"the arguments of _organize_chain sized .bs. give different max: \[4, 8\]",
         ),
         (
             {"topk_index": _compile.Batch(2)},

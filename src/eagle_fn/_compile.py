@@ -73,26 +73,30 @@ def resolve(compile: object, device: torch.device) -> bool:
 
 @dataclass(frozen=True)
 class Batch:
-    """A tensor argument of rank ``rank`` whose dim 0 is ``rows * bs``; other dims are static.
+    """A tensor argument of rank ``rank`` whose dim 0 is ``rows * <size>``; other dims static.
 
-    ``bs`` is the one batch size of all batch arguments of a compiled function, ``<= max``
-    when ``max`` is given (they must then all give the same ``max``). ``rows`` > 1 describes
-    a flattened per-request layout, such as ``draft_tokens [bs * N]``.
+    ``size`` names an unbacked size: the arguments of one compiled function that name the
+    same size share it, different names are independent sizes. ``max`` bounds the size (all
+    arguments naming it must then give the same ``max``). ``rows`` > 1 describes a flattened
+    per-request layout that keeps its relation to the batch, such as
+    ``draft_tokens [bs * N]`` as ``Batch(1, rows=N)``.
     """
 
     rank: int
     max: int | None = None
     rows: int = 1
+    size: str = "bs"
 
 
 @dataclass(frozen=True)
 class BatchList:
-    """A list of ``length`` tensors, each like :class:`Batch` ``(rank, max, rows)``."""
+    """A list of ``length`` tensors, each like :class:`Batch` ``(rank, max, rows, size)``."""
 
     rank: int
     length: int
     max: int | None = None
     rows: int = 1
+    size: str = "bs"
 
 
 @dataclass(frozen=True)
@@ -219,10 +223,16 @@ def _check_shapes(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]) -> N
     unknown = [name for name in shapes if name not in params]
     if unknown:
         raise ValueError(f"shapes names {unknown} that are not parameters of {fn.__name__}")
-    bounds = {arg.max for arg in shapes.values() if not isinstance(arg, UnbackedInt)}
-    if len(bounds) > 1:
-        listed = sorted(bounds, key=lambda bound: (bound is not None, bound or 0))
-        raise ValueError(f"the batch arguments of {fn.__name__} give different max: {listed}")
+    bounds_of: dict[str, set[int | None]] = {}
+    for arg in shapes.values():
+        if not isinstance(arg, UnbackedInt):
+            bounds_of.setdefault(arg.size, set()).add(arg.max)
+    for size, bounds in bounds_of.items():
+        if len(bounds) > 1:
+            listed = sorted(bounds, key=lambda bound: (bound is not None, bound or 0))
+            raise ValueError(
+                f"the arguments of {fn.__name__} sized {size!r} give different max: {listed}"
+            )
 
 
 # Per-compile inductor options (never the global config). The generated code re-asserts
@@ -271,11 +281,13 @@ def _compile_with_spec(
 
 def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
     spec: Any = _spec_module()
-    bounds = [arg.max for arg in shapes.values() if not isinstance(arg, UnbackedInt)]
-    bs = spec.ShapeVar("bs", max=bounds[0] if bounds else None)
+    sizes: dict[str, Any] = {}  # one ShapeVar per size name
 
     def batch_first(arg: Batch | BatchList) -> object:
-        return spec.TensorSpec([bs * arg.rows if arg.rows != 1 else bs, *[None] * (arg.rank - 1)])
+        if arg.size not in sizes:
+            sizes[arg.size] = spec.ShapeVar(arg.size, max=arg.max)
+        first = sizes[arg.size] * arg.rows if arg.rows != 1 else sizes[arg.size]
+        return spec.TensorSpec([first, *[None] * (arg.rank - 1)])
 
     out: dict[str, object] = {}
     for name, arg in shapes.items():
@@ -292,10 +304,10 @@ def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
 #
 # The caller's arguments reach the graph through two small functions. Eagerly, before the
 # call, each dynamic tensor is replaced by a fresh alias (``detach``: no copy, no ATen op
-# but a view) whose dim 0 is marked unbacked, one shape id per ``rows``; an UnbackedInt
+# but a view) whose dim 0 is marked unbacked, one shape id per size and rows; an UnbackedInt
 # travels as the length of a stride-0 view of a scalar. Inside the graph, the traced adapter
 # turns those lengths back into ints and states with torch._check what the marks cannot
-# carry on every torch: the bounds, and ``dim 0 == rows * bs``. The adapter gets its own
+# carry on every torch: the bounds, and ``dim 0 == rows * size``. The adapter gets its own
 # code object per compile.
 
 # A scalar whose expanded views carry UnbackedInt values as sizes; no data is ever read.
@@ -308,7 +320,7 @@ def _compile_with_marks(
     fn: Callable[..., Any], shapes: Mapping[str, DynamicArg], how: dict[str, Any]
 ) -> Any:
     names = list(inspect.signature(fn).parameters)
-    # Per-request arguments (rows == 1) first: the first one names bs for the others.
+    # Arguments with rows == 1 first: the first of each size names it for the others.
     ordered = sorted(shapes.items(), key=lambda item: getattr(item[1], "rows", 1) != 1)
     plan: _Plan = tuple((names.index(name), name, arg) for name, arg in ordered)
     marked = functools.partial(_marked, importlib.import_module("torch._dynamo.decorators"))
@@ -352,10 +364,11 @@ def _marked(decorators: types.ModuleType, arg: DynamicArg, value: Any) -> Any:
         decorators.mark_unbacked(carrier, 0)
         return carrier
     if isinstance(arg, BatchList):
-        return [_marked(decorators, Batch(arg.rank, arg.max, arg.rows), t) for t in value]
+        one = Batch(arg.rank, arg.max, arg.rows, arg.size)
+        return [_marked(decorators, one, t) for t in value]
     # detach, not view_as: a view's _base is fakified too, and its size then guarded.
     alias = value.detach()  # the same storage, a new tensor object
-    decorators.mark_unbacked(alias, 0, shape_id=f"eagle_fn_bs*{arg.rows}")
+    decorators.mark_unbacked(alias, 0, shape_id=f"eagle_fn:{arg.size}*{arg.rows}")
     return alias
 
 
@@ -371,8 +384,8 @@ def _unmarked(arg: DynamicArg, value: Any) -> Any:
 
 
 def _check_batches(plan: _Plan, args: list[Any], kwargs: dict[str, Any]) -> None:
-    """Traced: every batch dim is ``rows * bs`` for one ``bs``, and ``bs <= max``."""
-    bs = None
+    """Traced: every batch dim is ``rows * size`` for one value per size, ``<= max``."""
+    sizes: dict[str, Any] = {}
     for index, name, arg in plan:
         if isinstance(arg, UnbackedInt):
             continue
@@ -380,13 +393,11 @@ def _check_batches(plan: _Plan, args: list[Any], kwargs: dict[str, Any]) -> None
             continue
         value = args[index] if index < len(args) else kwargs[name]
         for t in value if isinstance(arg, BatchList) else [value]:
-            if bs is None:
-                bs = t.shape[0] // arg.rows
-                torch._check(t.shape[0] == bs * arg.rows)
+            if arg.size not in sizes:
+                sizes[arg.size] = t.shape[0] // arg.rows
                 if arg.max is not None:
-                    torch._check(bs <= arg.max)
-            else:
-                torch._check(t.shape[0] == bs * arg.rows)
+                    torch._check(sizes[arg.size] <= arg.max)
+            torch._check(t.shape[0] == sizes[arg.size] * arg.rows)
 
 
 # ---- The worker's table of paths ------------------------------------------------------------
