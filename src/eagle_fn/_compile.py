@@ -1,4 +1,6 @@
-"""Compilation: which paths compile, the one call of torch.compile, and the dynamic batch."""
+"""Compilation: which paths compile (``EAGLE_FN_COMPILE``), the one call site of torch.compile
+(through :mod:`eagle_fn._dynamic`), and the worker's compiled path functions.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +12,30 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import torch
-from torch.fx.experimental.dynamic_spec import IntVar, SeqSpec, ShapeVar, TensorSpec
 
 from ._backend import Backend
+from ._dynamic import (
+    Batch,
+    BatchList,
+    DynamicArg,
+    TorchFeatures,
+    UnbackedInt,
+    compile_with_marks,
+    compile_with_spec,
+    torch_features,
+)
 from ._memo import memoized
 from .config import DraftConfig
 from .contracts import Contract
 
 ENV_VAR = "EAGLE_FN_COMPILE"
+
+# What `auto` compiles, per device type: the paths whose compiled call measured faster than
+# eager there (docs/performance.md has the figures and their sources). On a CPU only the
+# general verify build (84 small ops) gains; on CUDA the tree organize gains under CUDA-graph
+# replay, the chain paths run no kernel (compiling adds only guard cost), and the general
+# verify build is left eager: inductor failed to compile it with a dynamic batch on torch 2.11.
+AUTO_COMPILED = {"cpu": frozenset({"verify"}), "cuda": frozenset({"tree"})}
 
 
 class CompileMode(enum.Enum):
@@ -26,14 +44,6 @@ class CompileMode(enum.Enum):
     EAGER = "0"
     COMPILED = "1"
     AUTO = "auto"
-
-
-# What `auto` compiles, per device type: the paths whose compiled call measured faster than
-# eager there (docs/performance.md has the figures and their sources). On a CPU only the
-# general verify build (84 small ops) gains; on CUDA the tree organize gains under CUDA-graph
-# replay, the chain paths run no kernel (compiling adds only guard cost), and the general
-# verify build is left eager: inductor failed to compile it with a dynamic batch on torch 2.11.
-AUTO_COMPILED = {"cpu": frozenset({"verify"}), "cuda": frozenset({"tree"})}
 
 
 def mode_from_env() -> CompileMode:
@@ -58,26 +68,70 @@ def compiled_paths(compile: object, device: torch.device, paths: frozenset[str])
     return paths if mode is CompileMode.COMPILED else frozenset()
 
 
-def compile_fn(fn: Callable[..., Any], *, enabled: bool, shapes: dict[str, object]) -> Any:
+# ---- Compiling ------------------------------------------------------------------------------
+
+
+def compile_fn(
+    fn: Callable[..., Any],
+    *,
+    enabled: bool,
+    shapes: Mapping[str, DynamicArg],
+    features: TorchFeatures | None = None,
+    backend: str = "inductor",
+    options: Mapping[str, Any] | None = None,
+) -> Any:
     """``fn`` compiled as one full graph with the given dynamic arguments, or ``fn`` itself.
 
-    ``shapes`` maps parameter names to specs whose dim 0 is the batch, an unbacked size:
-    plain ``dynamic=True`` specializes sizes 0 and 1 and would compile a second graph at
-    ``bs == 1``, and ``mark_unbacked`` would have to write onto the caller's tensors. Every
-    other argument is static. Each call gets its own recompile budget
-    (``isolate_recompiles``), so many configs never exhaust a shared one. No global dynamo
-    or inductor setting of the host process is changed.
+    ``shapes`` maps parameter names of ``fn`` to their dynamic description; every other
+    argument is static (a new value compiles a new graph). Batch sizes are unbacked: plain
+    ``dynamic=True`` specializes sizes 0 and 1 and would compile more graphs. Each call has
+    its own recompile budget, so many configs never exhaust a shared one. No global dynamo
+    or inductor setting of the host process is changed, and no caller's tensor is written.
+
+    Args:
+        fn: the pure function to compile.
+        enabled: ``False`` returns ``fn`` unchanged.
+        shapes: parameter name -> :class:`Batch`, :class:`BatchList` or :class:`UnbackedInt`.
+        features: what torch offers; detected when ``None`` (tests force the fallback here).
+        backend: the ``torch.compile`` backend; benchmarks weigh ``"eager"`` against it.
+        options: inductor options in place of eagle_fn's (benchmarks weigh the variants).
+
+    Example:
+        >>> double = compile_fn(lambda x: 2 * x, enabled=False, shapes={"x": Batch(1)})
+        >>> double(torch.tensor([1, 2])).tolist()
+        [2, 4]
     """
     if not enabled:
         return fn
-    # torch's typing stubs lack isolate_recompiles, which torch.compile accepts.
-    return torch.compile(  # type: ignore[call-overload]
-        fn,
-        fullgraph=True,
-        shapes_spec=shapes,
-        isolate_recompiles=True,
-        options=_INDUCTOR_OPTIONS,
+    _check_shapes(fn, shapes)
+    features = torch_features() if features is None else features
+    how = _how(backend, _INDUCTOR_OPTIONS if options is None else options)
+    if features.spec_keyword is not None:
+        return compile_with_spec(fn, shapes, features, how)
+    if features.mark_unbacked:
+        return compile_with_marks(fn, shapes, how)
+    raise RuntimeError(
+        "this torch offers neither a shapes spec (torch.fx.experimental.dynamic_spec) nor "
+        "torch._dynamo.decorators.mark_unbacked(shape_id=...); compile with "
+        f"{ENV_VAR}=0 or upgrade torch (eagle_fn needs torch>=2.11)"
     )
+
+
+def _check_shapes(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]) -> None:
+    params = inspect.signature(fn).parameters
+    unknown = [name for name in shapes if name not in params]
+    if unknown:
+        raise ValueError(f"shapes names {unknown} that are not parameters of {fn.__name__}")
+    bounds_of: dict[str, set[int | None]] = {}
+    for arg in shapes.values():
+        if not isinstance(arg, UnbackedInt):
+            bounds_of.setdefault(arg.size, set()).add(arg.max)
+    for size, bounds in bounds_of.items():
+        if len(bounds) > 1:
+            listed = sorted(bounds, key=lambda bound: (bound is not None, bound or 0))
+            raise ValueError(
+                f"the arguments of {fn.__name__} sized {size!r} give different max: {listed}"
+            )
 
 
 # Per-compile inductor options (never the global config). The generated code re-asserts
@@ -87,34 +141,44 @@ def compile_fn(fn: Callable[..., Any], *, enabled: bool, shapes: dict[str, objec
 _INDUCTOR_OPTIONS = {"size_asserts": False}
 
 
+def _how(backend: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The backend keywords of ``torch.compile``: options go to inductor only."""
+    if backend != "inductor":
+        return {"backend": backend}
+    # A fresh dict per compile: torch.compile pops entries out of the one it is given.
+    return {"backend": backend, "options": dict(options)}
+
+
 def batch_shapes(
     fn: Callable[..., Any],
     shapes: dict[str, str | tuple[str, ...]],
     *,
     max_bs: int | None = None,
     ints: tuple[str, ...] = (),
-) -> dict[str, object]:
-    """Compile specs for ``fn``'s parameters from contract shapes (``"[bs, topk]"``): dim 0
-    is unbacked, one size per expression (``bs``, at most ``max_bs`` when given; ``bs * N``),
-    the other dims static; each name in ``ints`` is an unbacked int."""
-    sizes: dict[str, ShapeVar] = {}
-
-    def spec(shape: str) -> TensorSpec:
-        dims = shape.strip("[] ").split(",")
-        first = dims[0].strip()
-        if first not in sizes:
-            bound = max_bs if first == "bs" else None
-            sizes[first] = ShapeVar("_".join(first.replace("*", " ").split()), max=bound)
-        return TensorSpec([sizes[first], *([None] * (len(dims) - 1))])
-
+) -> dict[str, DynamicArg]:
+    """:func:`compile_fn`'s ``shapes`` for ``fn`` from contract shapes (``"[bs, topk]"``):
+    dim 0 is one unbacked size per expression (``bs``, at most ``max_bs`` when given;
+    ``bs * N``), the other dims static; each name in ``ints`` is an :class:`UnbackedInt`."""
     params = inspect.signature(fn).parameters
-    specs: dict[str, object] = {
-        name: SeqSpec([spec(s) for s in shape]) if isinstance(shape, tuple) else spec(shape)
-        for name, shape in shapes.items()
-        if name in params
-    }
-    specs.update({name: IntVar(name, min=0) for name in ints})
-    return specs
+
+    def describe(shape: str, length: int | None = None) -> Batch | BatchList:
+        dims = [d.strip() for d in shape.strip("[] ").split(",")]
+        size = "_".join(dims[0].replace("*", " ").split())
+        bound = max_bs if size == "bs" else None
+        if length is None:
+            return Batch(len(dims), max=bound, size=size)
+        return BatchList(len(dims), length, max=bound, size=size)
+
+    out: dict[str, DynamicArg] = {}
+    for name, shape in shapes.items():
+        if name not in params:
+            continue
+        if isinstance(shape, tuple):  # a list: every step of one rank here
+            out[name] = describe(shape[-1], len(shape))
+        else:
+            out[name] = describe(shape)
+    out.update({name: UnbackedInt() for name in ints})
+    return out
 
 
 class Path(NamedTuple):
@@ -133,22 +197,31 @@ def path_functions(
     max_bs: int,
     compiled: frozenset[str],
     backend: Backend,
+    features: TorchFeatures | None = None,
 ) -> dict[str, Callable[..., Any]]:
-    """Each path's function for ``cfg``: the backend's, compiled where ``compiled`` names it.
-    Memoized, so workers sharing a config share graphs; each compiles on first use."""
-    key = ("paths", cfg, max_bs, compiled, backend, tuple(paths))
+    """Each path's function for ``cfg``: the backend's, compiled where ``compiled`` names it
+    (``features`` as in :func:`compile_fn`). Memoized, so workers sharing a config share
+    graphs; each compiles on first use."""
+    key = ("paths", cfg, max_bs, compiled, backend, tuple(paths), features)
     return memoized(
         key,
-        lambda: {n: _function(p, n in compiled, cfg, max_bs, backend) for n, p in paths.items()},
+        lambda: {
+            n: _function(p, n in compiled, cfg, max_bs, backend, features) for n, p in paths.items()
+        },
     )
 
 
 def _function(
-    path: Path, enabled: bool, cfg: DraftConfig, max_bs: int, backend: Backend
+    path: Path,
+    enabled: bool,
+    cfg: DraftConfig,
+    max_bs: int,
+    backend: Backend,
+    features: TorchFeatures | None,
 ) -> Callable[..., Any]:
     fn = path.torch_fn
     if backend is Backend.TRITON and path.kernel is not None:
         fn = getattr(importlib.import_module("eagle_fn.kernels"), path.kernel)
     bound = max_bs if path.chain else None
     shapes = batch_shapes(fn, path.contract.batch_shapes(cfg), max_bs=bound, ints=path.ints)
-    return compile_fn(fn, enabled=enabled, shapes=shapes)
+    return compile_fn(fn, enabled=enabled, shapes=shapes, features=features)

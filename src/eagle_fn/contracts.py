@@ -171,13 +171,17 @@ def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -
         )
     for shape in shapes:
         dims, trial = _dims(shape), dict(env)
-        if len(dims) == tensor.dim():
-            trial.update(
-                (d, n) for d, n in zip(dims, tensor.shape, strict=True) if _unbound(d, trial)
-            )
-            if tensor.shape == tuple(_eval(d, trial) for d in dims):
-                env.update(trial)
-                return
+        if len(dims) != tensor.dim():
+            continue
+        trial.update((d, n) for d, n in zip(dims, tensor.shape, strict=True) if _unbound(d, trial))
+        try:
+            expected = tuple(_eval(d, trial) for d in dims)
+        except NameError:  # a product with an unknown symbol: not this alternative
+            continue
+        if tensor.shape == expected or len(shapes) == 1:  # a lone shape binds what it can
+            env.update(trial)
+        if tensor.shape == expected:
+            return
     wanted = " or ".join(f"{shape} = {_show(shape, env)}" for shape in shapes)
     raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
 

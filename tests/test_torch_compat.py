@@ -1,0 +1,240 @@
+"""Torch-version compatibility of _compile: feature detection and the marking fallback.
+
+The fallback (marked alias views, one code object per compile) is what torch without a
+shapes spec gets; it is forced here, so it is tested on every torch the suite runs on.
+"""
+
+import importlib
+import inspect
+
+import pytest
+import torch
+import torch._dynamo
+import torch._inductor.config
+from torch._dynamo.utils import counters
+
+from drafts import draft_lists, multilayer
+from eagle_fn import (
+    DraftConfig,
+    MaskMode,
+    _compile,
+    build_verify_tree,
+    chain_constants,
+    organize_multilayer,
+    organize_tree,
+    verify_greedy,
+)
+from eagle_fn._backend import Backend
+from eagle_fn.chain import chain_core as _organize_chain
+from eagle_fn.chain import chain_verify_constants
+from eagle_fn.profiling import OpCounter
+from eagle_fn.verify import greedy_core
+from eagle_fn.worker import PATHS
+from helpers import assert_trees_equal
+from trees import agreeing_target
+
+pytestmark = pytest.mark.compiled
+MAX_BS = 6
+FALLBACK = _compile.TorchFeatures(spec_keyword=None, isolate_recompiles=False, mark_unbacked=True)
+# The detected features, and the fallback where this torch would not pick it by itself.
+FEATURES = [pytest.param(None, id="detected")]
+if _compile.torch_features() != FALLBACK:
+    FEATURES.append(pytest.param(FALLBACK, id="fallback"))
+
+
+@pytest.fixture
+def fresh_dynamo():
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()
+    counters.clear()
+
+
+def graphs():
+    return counters["stats"]["unique_graphs"]
+
+
+def assert_untouched(tensors):
+    # mark_unbacked and friends store Python attributes on a tensor; none may reach the caller's.
+    for t in tensors:
+        assert vars(t) == {}, vars(t)
+
+
+def assert_verify_equal(a, b):
+    for x, y in zip(a, b, strict=True):
+        assert x.dtype == y.dtype
+        assert x.shape == y.shape
+        assert torch.equal(x.to(torch.int64), y.to(torch.int64))
+
+
+def test_detected_features_are_what_torch_offers():
+    features = _compile.torch_features()
+    params = inspect.signature(torch.compile).parameters
+    assert features.isolate_recompiles == ("isolate_recompiles" in params)
+    try:
+        importlib.import_module("torch.fx.experimental.dynamic_spec")
+        offered = [k for k in ("shapes_spec", "dynamic_shapes") if k in params]
+    except ImportError:
+        offered = []
+    assert features.spec_keyword == (offered[0] if offered else None)
+    # Every torch eagle_fn supports can compile one way or the other.
+    assert features.spec_keyword is not None or features.mark_unbacked
+
+
+@pytest.mark.parametrize("features", FEATURES)
+def test_every_path_compiles_once_over_the_batch_sweep(fresh_dynamo, features):
+    chain, tree_cfg = DraftConfig.chain(3), DraftConfig(2, 3, 5)
+    dynamo_before = torch._dynamo.config.get_config_copy()
+    inductor_before = torch._inductor.config.get_config_copy()
+    every = frozenset(PATHS)
+    chain_paths = _compile.path_functions(PATHS, chain, MAX_BS, every, Backend.TORCH, features)
+    tree_paths = _compile.path_functions(PATHS, tree_cfg, MAX_BS, every, Backend.TORCH, features)
+    constants = chain_constants(chain, max_bs=MAX_BS, device="cpu")
+    verify_constants = chain_verify_constants(chain, max_bs=MAX_BS, device="cpu")
+    gen = torch.Generator().manual_seed(0)
+    full = MaskMode.FULL
+    for bs in [3, *range(MAX_BS + 1)]:  # bs 0 and 1 included: no specialization
+        topk_p, topk_index = multilayer(3, bs, gen)
+        chain_tree = chain_paths["chain"](constants, topk_index)
+        assert_trees_equal(chain_tree, organize_multilayer(chain, topk_p, topk_index))
+        assert_trees_equal(
+            tree_paths["multilayer"](chain, topk_p, topk_index),
+            organize_multilayer(chain, topk_p, topk_index),
+        )
+        lists = draft_lists(tree_cfg, bs, gen, "ties")
+        tree = tree_paths["tree"](tree_cfg, *lists)
+        assert_trees_equal(tree, organize_tree(tree_cfg, *lists))
+        bonus = torch.randint(0, 99, (bs,), generator=gen)
+        seq_lens = torch.randint(0, 40, (bs,), generator=gen)
+        n = 4  # the chain's N; FULL's length takes a new value nearly every call
+        got = chain_paths["chain_verify"](
+            verify_constants,
+            topk_index,
+            bonus,
+            seq_lens,
+            full,
+            n * sum(seq_lens.tolist()) + bs * n * n,
+        )
+        assert_verify_equal(
+            got, build_verify_tree(chain, chain_tree, bonus, seq_lens, mask_mode=full)
+        )
+        n = 5
+        got = tree_paths["verify"](
+            tree_cfg, *tree, bonus, seq_lens, full, n * sum(seq_lens.tolist()) + bs * n * n
+        )
+        assert_verify_equal(got, build_verify_tree(tree_cfg, tree, bonus, seq_lens, mask_mode=full))
+        assert_untouched([topk_p, topk_index, bonus, seq_lens, *lists[0], *lists[1], *lists[2]])
+    assert graphs() == 5  # chain, multilayer, tree, chain verify, verify
+    assert sum(counters["graph_break"].values()) == 0
+    assert torch._dynamo.config.get_config_copy() == dynamo_before
+    assert torch._inductor.config.get_config_copy() == inductor_before
+    # The compiled chain graph, marks included, only hands out views.
+    with OpCounter() as counter:
+        chain_paths["chain"](constants, topk_index)
+    assert counter.total == 0, dict(counter.ops)
+
+
+@pytest.mark.parametrize("features", FEATURES)
+@pytest.mark.parametrize("related", [True, False], ids=["rows", "own size"])
+def test_flat_per_node_arguments_compile_once(fresh_dynamo, features, related):
+    cfg = DraftConfig(4, 3, 8)
+    # [bs * N]: tied to the batch (rows), or an independent size that the graph relates itself.
+    n = cfg.num_draft_tokens
+    per_node = _compile.Batch(1, rows=n) if related else _compile.Batch(1, size="bs * N")
+    greedy = _compile.compile_fn(
+        greedy_core,
+        enabled=True,
+        features=features,
+        shapes={
+            "draft_tokens": per_node,
+            "retrieve_index": _compile.Batch(2),
+            "retrieve_next_token": _compile.Batch(2),
+            "retrieve_next_sibling": _compile.Batch(2),
+            "target_predict": per_node,
+        },
+    )
+    gen = torch.Generator().manual_seed(1)
+    for bs in [3, 0, 1, 2, 7]:
+        tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, "nan"))
+        zeros = torch.zeros(bs, dtype=torch.int64)
+        vt = build_verify_tree(cfg, tree, zeros, zeros)
+        target = agreeing_target(vt, gen)
+        args = vt.draft_tokens, vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling
+        assert_verify_equal(greedy(cfg, *args, target), verify_greedy(cfg, vt, target))
+        assert_untouched([*args, target])
+    assert graphs() == 1
+
+
+@pytest.mark.parametrize("features", FEATURES)
+def test_dynamic_arguments_may_come_by_keyword(fresh_dynamo, features):
+    cfg = DraftConfig.chain(2)
+    constants = chain_constants(cfg, max_bs=MAX_BS, device="cpu")
+    shapes = {"topk_index": _compile.Batch(2, max=MAX_BS)}
+    chain = _compile.compile_fn(_organize_chain, enabled=True, shapes=shapes, features=features)
+    gen = torch.Generator().manual_seed(2)
+    for bs in [2, 0, 1, MAX_BS]:
+        topk_p, topk_index = multilayer(2, bs, gen)
+        got = chain(constants=constants, topk_index=topk_index)
+        assert_trees_equal(got, organize_multilayer(cfg, topk_p, topk_index))
+        assert_untouched([topk_index])
+    assert graphs() == 1
+
+
+@pytest.mark.parametrize("features", FEATURES)
+def test_each_compile_has_its_own_recompile_budget(fresh_dynamo, features):
+    # More configs of one function than dynamo's default budget of 8 entries per code object;
+    # the eager backend keeps it quick, the budget is dynamo's whatever the backend.
+    limit = torch._dynamo.config.recompile_limit
+    shapes = {"topk_index": _compile.Batch(2, max=MAX_BS)}
+    gen = torch.Generator().manual_seed(3)
+    for steps in range(1, limit + 3):
+        cfg = DraftConfig.chain(steps)
+        chain = _compile.compile_fn(
+            _organize_chain, enabled=True, shapes=shapes, features=features, backend="eager"
+        )
+        constants = chain_constants(cfg, max_bs=MAX_BS, device="cpu")
+        topk_p, topk_index = multilayer(steps, 2, gen)
+        assert_trees_equal(
+            chain(constants, topk_index), organize_multilayer(cfg, topk_p, topk_index)
+        )
+    assert graphs() == limit + 2
+
+
+def test_compiling_disabled_returns_the_function_itself():
+    shapes = {"topk_index": _compile.Batch(2)}
+    assert _compile.compile_fn(_organize_chain, enabled=False, shapes=shapes) is _organize_chain
+
+
+@pytest.mark.parametrize(
+    ("shapes", "features", "error", "match"),
+    [
+        (
+            {"tokens": _compile.Batch(2)},
+            None,
+            ValueError,
+            r"shapes names \['tokens'\] that are not parameters of chain_core",
+        ),
+        (
+            {"topk_index": _compile.Batch(2, max=4), "constants": _compile.Batch(2, max=8)},
+            None,
+            ValueError,
+            r"the arguments of chain_core sized .bs. give different max: \[4, 8\]",
+        ),
+        (
+            {"topk_index": _compile.Batch(2)},
+            _compile.TorchFeatures(None, isolate_recompiles=False, mark_unbacked=False),
+            RuntimeError,
+            r"neither a shapes spec .* nor torch._dynamo.decorators.mark_unbacked",
+        ),
+    ],
+    ids=["unknown name", "two bounds", "no feature"],
+)
+def test_bad_descriptions_raise(shapes, features, error, match):
+    with pytest.raises(error, match=match):
+        _compile.compile_fn(_organize_chain, enabled=True, shapes=shapes, features=features)
+
+
+def test_unbacked_int_is_non_negative():
+    with pytest.raises(ValueError, match=r"UnbackedInt\.min must be >= 0, got -1"):
+        _compile.UnbackedInt(min=-1)
