@@ -78,6 +78,7 @@ def record_backend(
     device = kwargs["device"]
     fn = partial(function(name, backend, device), **(options or {}))
     if backend != "torch":
+        kwargs["compare"] = {**kwargs.get("compare", {}), "torch": path}
         assert_same(fn(*args), reference(name)(*args, **(options or {})))
         if device.type == "cpu":
             if not benchmark.disabled:
