@@ -1,5 +1,5 @@
-"""Checks of bench/report.py and bench/run.py on a hand-made run: what the tables say, and
-that rendering one device leaves the rest of the page alone."""
+"""Checks of bench/report.py, bench/run.py and plot.py's series on a hand-made run: what the
+tables say, and that rendering one device leaves the rest of the page alone."""
 
 import json
 
@@ -15,7 +15,8 @@ CASE = Case(32, 4, 4, 16)
 def bench(path, median_us, *, device="cpu", compare=None, backend="torch", **extra):
     info = {"path": path, "backend": backend, "mode": "eager", "device": device, "ops": 3}
     info.update(bs=CASE.bs, num_steps=CASE.num_steps, topk=CASE.topk)
-    info.update(num_draft_tokens=CASE.num_draft_tokens, compare=compare or {}, **extra)
+    info.update(num_draft_tokens=CASE.num_draft_tokens, compare=compare or {})
+    info.update(extra)
     stats = {"median": median_us * 1e-6, "iqr": 1e-7}
     return {"extra_info": info, "stats": stats, "options": {"min_rounds": 5}}
 
@@ -103,3 +104,19 @@ def test_run_selects_the_compact_suite_on_the_device(tmp_path):
         "--benchmark-columns=median,iqr,rounds",
         "--benchmark-max-time=0.2",
     ]
+
+
+def test_plot_draws_the_swept_config_of_each_path(tmp_path):
+    import plot  # its matplotlib import waits for draw(): the series need none
+
+    rows = []
+    for bs in (1, 8, 64):
+        rows.append(bench("floor", 2.0 + bs, bs=bs, num_steps=5, topk=1, num_draft_tokens=6))
+    rows.append(bench("floor", 9.0, bs=8, num_steps=3, topk=1, num_draft_tokens=4))
+    rows.append(bench("organize_chain", 3.0, bs=8, num_steps=5, topk=1, num_draft_tokens=6))
+    loaded = report.load_run(write_run(tmp_path, rows), "cpu")
+    lines = plot.series(loaded, plot.PANELS["chain organize"])
+    assert list(lines) == ["floor [torch, eager] (k1)"]
+    bs, us = zip(*lines["floor [torch, eager] (k1)"], strict=True)
+    assert bs == (1, 8, 64)
+    assert us == pytest.approx((3.0, 10.0, 66.0))
