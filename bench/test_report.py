@@ -102,8 +102,10 @@ def test_run_selects_the_compact_suite_on_the_device(tmp_path):
         "--device=cuda",
         f"--benchmark-json={tmp_path / 'x.json'}",
         "--benchmark-columns=median,iqr,rounds",
+        "--ignore=bench/bench_compile_options.py",
         "--benchmark-max-time=0.2",
     ]
+    assert "--ignore=bench/bench_compile_options.py" not in run.pytest_command("cpu", "x", [])
 
 
 def test_plot_draws_the_swept_config_of_each_path(tmp_path):
