@@ -21,7 +21,6 @@ from pathlib import Path
 
 import report
 
-
 # Measures inductor options on the CPU only, and imports an API torch 2.11 lacks.
 CPU_ONLY = ("--ignore=bench/bench_compile_options.py",)
 
