@@ -72,6 +72,7 @@ def panel(ax: Any, lines: dict[str, list[tuple[int, float]]]) -> None:
         bs, us = zip(*points, strict=True)
         ax.plot(bs, us, "--" if "baseline" in label else "-", marker="o", label=label)
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter("{x:.0f}")
     ax.set_yscale("log")
     ax.set_xlabel("batch size")
     ax.grid(True, which="both", alpha=0.3)
