@@ -71,7 +71,8 @@ def record_backend(
     **kwargs: Any,
 ) -> None:
     """``record``s ``eagle_fn.<name>(*args, **options)`` on ``backend``; a Triton result must
-    equal torch's bit for bit first. Interpreted Triton is checked, then skipped when timing.
+    equal torch's bit for bit first. Interpreted Triton is checked, then skipped when timing
+    is on (with ``--benchmark-disable`` it runs through ``record`` once, untimed).
 
     ``kwargs`` go to ``record`` (``device`` is required: it decides where Triton may run).
     """
@@ -80,8 +81,6 @@ def record_backend(
     if backend != "torch":
         kwargs["compare"] = {**kwargs.get("compare", {}), "torch": path}
         assert_same(fn(*args), reference(name)(*args, **(options or {})))
-        if device.type == "cpu":
-            if not benchmark.disabled:
-                pytest.skip("interpreted Triton is checked, not timed")
-            return
+        if device.type == "cpu" and not benchmark.disabled:
+            pytest.skip("interpreted Triton is checked, not timed")
     record(benchmark, path, case, fn, *args, backend=backend, **kwargs)

@@ -1,7 +1,7 @@
 """Checks of bench/backends.py: which function a backend row runs, and when it skips."""
 
 import sys
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 
 import pytest
 import torch
@@ -48,24 +48,37 @@ def test_a_missing_torch_function_skips(monkeypatch):
         backends.reference("verify_sampling")
 
 
+class FakeBenchmark:
+    """pytest-benchmark's fixture as a run with ``--benchmark-disable`` sees it: one call."""
+
+    def __init__(self, disabled):
+        self.disabled, self.extra_info, self.calls = disabled, {}, 0
+
+    def __call__(self, fn, *args):
+        self.calls += 1
+        return fn(*args)
+
+
 @pytest.mark.parametrize("disabled", [True, False], ids=["disabled", "timed"])
 def test_an_interpreted_triton_row_is_checked_then_not_timed(fake_kernels, monkeypatch, disabled):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     args = (TREE_TARGET.config, *inputs.draft_lists(TREE_TARGET.config, 2))
-    bench = SimpleNamespace(disabled=disabled, extra_info={})
+    bench = FakeBenchmark(disabled)
 
     def run():
         backends.record_backend(
             bench, "organize_tree", TREE_TARGET, "organize_tree", "triton", *args, device=CPU
         )
 
-    if disabled:
+    if disabled:  # the smoke run: recorded once, untimed, beside torch's row
         run()
+        assert (bench.calls, bench.extra_info["backend"]) == (1, "triton")
+        assert bench.extra_info["compare"] == {"torch": "organize_tree"}
     else:
         with pytest.raises(pytest.skip.Exception, match="checked, not timed"):
             run()
-    assert bench.extra_info == {}  # nothing recorded: interpreted Triton is never timed
-    # A kernel that disagrees with torch fails the row before anything is timed.
+        assert (bench.calls, bench.extra_info) == (0, {})
+    # A kernel that disagrees with torch fails the row before anything is recorded.
     fake_kernels.organize_tree = lambda cfg, *lists: eagle_fn.organize_tree(cfg, *lists)._replace(
         draft_tokens=torch.zeros(2, TREE_TARGET.num_draft_tokens - 1, dtype=torch.int64)
     )
