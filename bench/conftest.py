@@ -90,8 +90,10 @@ def graph_sweeps():
 
 @pytest.fixture(autouse=True)
 def _no_compile_env(monkeypatch):
-    # Every benchmark names its mode; a developer's EAGLE_FN_COMPILE must not change it.
+    # Every benchmark names its mode and backend; a developer's shell must not change them.
+    # A torch row runs the torch functions even where eagle_fn would pick Triton by itself.
     monkeypatch.delenv("EAGLE_FN_COMPILE", raising=False)
+    monkeypatch.setenv("EAGLE_FN_BACKEND", "torch")
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
