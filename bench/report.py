@@ -97,9 +97,9 @@ def ratios(run: Run, row: Row) -> str:
     for ref_path in row.info.get("compare", {}).values():
         ref = run.find(ref_path, row.case)
         pairs = [(read(row), read(ref) if ref else None) for _, read in metrics(run)]
-        if all(mine is not None and theirs for mine, theirs in pairs):
-            shown = " / ".join(f"{mine / theirs:.2f}x" for mine, theirs in pairs)
-            cells.append(f"{shown} `{ref_path}`")
+        shown = [f"{a / b:.2f}x" if a is not None and b else "–" for a, b in pairs]
+        if set(shown) != {"–"}:
+            cells.append(f"{' / '.join(shown)} `{ref_path}`")
     return ", ".join(cells)
 
 
