@@ -4,10 +4,9 @@ import pytest
 import torch
 
 import inputs
-from backends import BACKENDS, function, record_backend
+from backends import BACKENDS, function, record_backend, reference
 from cases import TREE_TARGET, params
 from eagle_fn import build_verify_tree
-from inputs import agreeing_target, verify_inputs
 
 VOCABS = (32000, 128256)  # Llama 2's and Llama 3's
 
@@ -17,8 +16,8 @@ def sampling_inputs(case, vocab, device):
 
     Shapes: ``target_probs [bs, N, V]``, ``uniforms [bs, N]``, ``final_uniforms [bs]``.
     """
-    verify_tree = build_verify_tree(case.config, *verify_inputs(case))
-    favoured = agreeing_target(case, verify_tree).view(case.bs, -1, 1)  # [bs, N, 1]
+    verify_tree = build_verify_tree(case.config, *inputs.verify_inputs(case))
+    favoured = inputs.agreeing_target(case, verify_tree).view(case.bs, -1, 1)  # [bs, N, 1]
     gen = inputs.generator(2)
     logits = torch.randn(case.bs, case.num_draft_tokens, vocab, generator=gen)  # [bs, N, V]
     logits.scatter_add_(2, favoured, torch.full(favoured.shape, 8.0))
@@ -33,7 +32,9 @@ def sampling_inputs(case, vocab, device):
 @pytest.mark.parametrize("case", params([TREE_TARGET], report=[TREE_TARGET]))
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_verify_sampling(benchmark, device, backend, case, vocab):
-    function("verify_sampling", backend, device)  # skips before building ~0.5 GB of inputs
+    # Skips before building ~0.5 GB of inputs when either function is missing.
+    reference("verify_sampling")
+    function("verify_sampling", backend, device)
     args = (case.config, *sampling_inputs(case, vocab, device))
     path = f"verify_sampling_v{vocab}"
     record_backend(benchmark, path, case, "verify_sampling", backend, *args, device=device)
