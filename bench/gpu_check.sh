@@ -38,7 +38,7 @@ step() {
 {
     echo "gpu_check.sh, $(date -u '+%Y-%m-%d %H:%M:%S') UTC, commit $(git rev-parse --short HEAD 2>/dev/null)"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
-    timeout 60 "$PY" - <<'EOF' 2>&1
+    timeout 30 "$PY" - <<'EOF' 2>&1
 import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())
 if torch.cuda.is_available():
@@ -55,14 +55,14 @@ EOF
 # (a) Every CUDA-parametrized test and the Triton kernel tests (on the GPU for real), then the
 # CUDA checks of the benchmark's own measuring code (a separate run: tests/ and bench/ each
 # have a conftest.py, and one pytest process cannot import both).
-step tests tests.log 170 "$PY" -m pytest tests -q -p no:cacheprovider \
+step tests tests.log 150 "$PY" -m pytest tests -q -p no:cacheprovider \
     -k "cuda or kernel or triton" --durations=10
 step bench_checks tests.log 40 "$PY" -m pytest bench/test_gpu.py -q -p no:cacheprovider
 
 # (b) The compact benchmark run on CUDA. bench_compile_options.py measures CPU compile options
 # only (and needs torch.fx.experimental.dynamic_spec): it is left out here.
-step bench bench.log 230 "$PY" -m pytest bench -m report --benchmark-only -q -p no:cacheprovider \
-    --device=cuda --benchmark-json="$OUT/bench_cuda.json" --benchmark-max-time=0.1 \
+step bench bench.log 220 "$PY" -m pytest bench -m report --benchmark-only -q -p no:cacheprovider \
+    --device=cuda --benchmark-json="$OUT/bench_cuda.json" --benchmark-max-time=0.05 \
     --benchmark-columns=median,iqr,rounds --ignore=bench/bench_compile_options.py
 
 # (c) The CUDA section, alone and rendered into a copy of docs/benchmarks.md.
