@@ -131,12 +131,12 @@ def case_lines(run: Run) -> list[str]:
     header += ["compared with", "ATen ops/call"]
     rows = []
     for row in sorted_rows(run):
-        c = row.case
+        c, copies = row.case, row.info.get("copies")
         cells: list[object] = [f"`{row.path}`", row.backend, row.mode.value]
         cells += [c.bs, c.num_steps, c.topk, c.num_draft_tokens]
         if run.device == "cuda":
-            cells += [_us(read(row)) for _, read in CUDA_METRICS]
-            cells += [row.info.get("kernels", ""), _us(row.median_us)]
+            kernels = f"{row.info.get('kernels', '')}" + (f" (+{copies} copies)" if copies else "")
+            cells += [*(_us(read(row)) for _, read in CUDA_METRICS), kernels, _us(row.median_us)]
         else:
             cells += [_us(row.median_us), _us(row.iqr_us)]
         rows.append([*cells, ratios(run, row), row.info["ops"]])

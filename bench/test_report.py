@@ -52,7 +52,9 @@ def test_cuda_rows_show_host_replay_kernels_and_missing_figures(tmp_path):
             graph_us=8.0,
             kernels=9,
         ),
-        bench("tree_baseline", 45.0, device="cuda", host_us=20.0, graph_us=16.0, kernels=11),
+        bench(
+            "tree_baseline", 45.0, device="cuda", host_us=20.0, graph_us=16.0, kernels=11, copies=2
+        ),
     ]
     rows[1]["extra_info"]["launches_error"] = "RuntimeError: no CUPTI"
     path = write_run(tmp_path, rows, gpu_name="NVIDIA H200", cuda_version="13.0")
@@ -62,6 +64,7 @@ def test_cuda_rows_show_host_replay_kernels_and_missing_figures(tmp_path):
         "| `organize_tree` | torch | eager | 32 | 4 | 4 | 16 | 40.00 | 8.00 | 9 | 50.00 |" in text
     )
     assert "2.00x / 0.50x `tree_baseline`" in text
+    assert "| 20.00 | 16.00 | 11 (+2 copies) | 45.00 |" in text
     assert "| GPU | NVIDIA H200, CUDA 13.0 |" in text
     assert "no launches: `RuntimeError: no CUPTI`" in text
 
