@@ -1,4 +1,9 @@
-"""Plain-torch baselines: the engines' cat/topk/sort/gather organization, without eagle_fn."""
+"""Plain-torch baselines: the engines' per-step select and cat/topk/sort/gather organization.
+
+Written from the contract's semantics (SPEC §3 and §4), without eagle_fn, in the style
+serving engines use: plain ``torch.topk``, which breaks ties arbitrarily and ranks NaN
+first, and no input checks.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,48 @@ class Organized(NamedTuple):
     parent_list: Tensor  # [bs, parent_width]
     top_scores_index: Tensor  # [bs, N - 1]
     draft_tokens: Tensor  # [bs, N - 1]
+
+
+class Selected(NamedTuple):
+    """The same six tensors as ``eagle_fn.DraftStep``."""
+
+    input_ids: Tensor  # [bs * k]
+    hidden_index: Tensor  # [bs * k]
+    scores: Tensor  # [bs, k]
+    score_entry: Tensor  # [bs, 1, k] at step 0, [bs, k, k] after
+    token_entry: Tensor  # [bs, k] at step 0, [bs, k * k] after
+    parents_entry: Tensor  # [bs, k + 1] at step 0, [bs, k] after
+
+
+def select_step(
+    step: int, topk_p: Tensor, topk_index: Tensor, scores: Tensor | None = None, *, topk: int
+) -> Selected:
+    """The engines' per-step top-k: expand the kept paths' scores by their ``k`` children,
+    ``topk`` over the ``k * k`` products, then gather tokens, hidden index and parents.
+
+    Shapes: step 0 ``topk_p, topk_index [bs, k]``; later ``[bs * k, k]`` and ``scores [bs, k]``.
+    """
+    k = topk
+    if step == 0:
+        bs = topk_p.shape[0]
+        hidden_index = torch.arange(bs, device=topk_p.device).repeat_interleave(k)  # [bs * k]
+        parents = torch.arange(-1, k, device=topk_p.device).repeat(bs, 1)  # [bs, k + 1]
+        flat_ids = topk_index.flatten()  # [bs * k]
+        return Selected(flat_ids, hidden_index, topk_p, topk_p.unsqueeze(1), topk_index, parents)
+    assert scores is not None  # required after step 0
+    bs = scores.shape[0]
+    expand = scores.unsqueeze(2) * topk_p.view(bs, k, k)  # [bs, k, k]
+    best = torch.topk(expand.flatten(1), k, dim=1)  # [bs, k] values and indices
+    tokens = topk_index.view(bs, k * k)  # [bs, k * k]
+    first_row = torch.arange(0, bs * k, k, device=scores.device).unsqueeze(1)  # [bs, 1]
+    return Selected(
+        input_ids=torch.gather(tokens, 1, best.indices).flatten(),  # [bs * k]
+        hidden_index=(best.indices // k + first_row).flatten(),  # [bs * k]
+        scores=best.values,
+        score_entry=expand,
+        token_entry=tokens,
+        parents_entry=best.indices + (k * k * (step - 1) + k),  # [bs, k]
+    )
 
 
 def organize_steps(
@@ -67,8 +114,10 @@ def organize_chain_steps(topk_p: Tensor, topk_index: Tensor) -> Organized:
     return organize_steps(*chain_step_lists(topk_p, topk_index), num_draft_tokens=num_draft_tokens)
 
 
-def floor(max_bs: int, num_steps: int, bs: int) -> Callable[[Tensor], tuple[Tensor, ...]]:
+def floor(
+    max_bs: int, num_steps: int, bs: int, *, device: torch.device | str = "cpu"
+) -> Callable[[Tensor], tuple[Tensor, ...]]:
     """The least any chain path can do: slice two preallocated tables, pass the input on."""
-    parents = torch.zeros(max_bs, num_steps, dtype=torch.int64)  # [max_bs, S]
-    indices = torch.zeros(max_bs, num_steps, dtype=torch.int64)  # [max_bs, S]
+    parents = torch.zeros(max_bs, num_steps, dtype=torch.int64, device=device)  # [max_bs, S]
+    indices = torch.zeros(max_bs, num_steps, dtype=torch.int64, device=device)  # [max_bs, S]
     return lambda topk_index: (parents[:bs], indices[:bs], topk_index)

@@ -13,30 +13,33 @@ VERSUS = {"baseline": "chain_baseline", "floor": "floor"}
 
 
 @pytest.mark.parametrize("case", CHAIN_PARAMS)
-def test_floor(benchmark, case):
-    _, topk_index = inputs.multilayer(case.bs, case.num_steps)  # [bs, S]
-    floor = baselines.floor(MAX_BS, case.num_steps, case.bs)
-    record(benchmark, "floor", case, floor, topk_index)
+def test_floor(benchmark, device, case):
+    _, topk_index = inputs.multilayer(case.bs, case.num_steps, device=device)  # [bs, S]
+    floor = baselines.floor(MAX_BS, case.num_steps, case.bs, device=device)
+    record(benchmark, "floor", case, floor, topk_index, device=device)
 
 
 @pytest.mark.parametrize("case", CHAIN_PARAMS)
-def test_organize_chain(benchmark, case):
-    constants = chain_constants(case.config, max_bs=MAX_BS, device="cpu")
-    _, topk_index = inputs.multilayer(case.bs, case.num_steps)  # [bs, S]
-    record(benchmark, "organize_chain", case, organize_chain, constants, topk_index, compare=VERSUS)
+def test_organize_chain(benchmark, device, case):
+    constants = chain_constants(case.config, max_bs=MAX_BS, device=device)
+    _, topk_index = inputs.multilayer(case.bs, case.num_steps, device=device)  # [bs, S]
+    args = (constants, topk_index)
+    record(benchmark, "organize_chain", case, organize_chain, *args, compare=VERSUS, device=device)
 
 
 @pytest.mark.parametrize("case", CHAIN_PARAMS)
-def test_chain_baseline(benchmark, case):
-    topk_p, topk_index = inputs.multilayer(case.bs, case.num_steps)  # [bs, S] each
+def test_chain_baseline(benchmark, device, case):
+    topk_p, topk_index = inputs.multilayer(case.bs, case.num_steps, device=device)  # [bs, S] each
     organize = baselines.organize_chain_steps
     assert_same(organize(topk_p, topk_index), organize_multilayer(case.config, topk_p, topk_index))
     versus = {"floor": "floor"}
-    record(benchmark, "chain_baseline", case, organize, topk_p, topk_index, compare=versus)
+    args = (topk_p, topk_index)
+    record(benchmark, "chain_baseline", case, organize, *args, compare=versus, device=device)
 
 
 @pytest.mark.parametrize("case", CHAIN_PARAMS)
-def test_organize_multilayer(benchmark, case):
-    topk_p, topk_index = inputs.multilayer(case.bs, case.num_steps)  # [bs, S] each
+def test_organize_multilayer(benchmark, device, case):
+    topk_p, topk_index = inputs.multilayer(case.bs, case.num_steps, device=device)  # [bs, S] each
     args = (case.config, topk_p, topk_index)
-    record(benchmark, "organize_multilayer", case, organize_multilayer, *args, compare=VERSUS)
+    path = "organize_multilayer"
+    record(benchmark, path, case, organize_multilayer, *args, compare=VERSUS, device=device)

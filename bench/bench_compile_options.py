@@ -5,7 +5,8 @@ import pytest
 import inputs
 from cases import CHAIN_TARGET, MAX_BS, TREE_TARGET, params
 from eagle_fn import _compile, chain_constants
-from eagle_fn.organize import _organize_chain, _organize_tree
+from eagle_fn.chain import chain_core as _organize_chain
+from eagle_fn.organize import tree_core as _organize_tree
 from measure import record
 
 # eagle_fn compiles with {"size_asserts": False}; the others are what it was measured against.

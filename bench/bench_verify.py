@@ -1,31 +1,20 @@
-"""Verify-ready trees: the chain's cached constants against the general build_verify_tree."""
+"""Verification: the chain's cached verify constants against the general build_verify_tree,
+and greedy verification of a tree the target model agrees with."""
 
 from functools import partial
 
 import pytest
-import torch
 
-import inputs
+from backends import BACKENDS, record_backend
 from cases import CHAIN, CHAIN_REPORT, MAX_BS, TREE_SWEEP, TREE_TARGET, Mode, mode_params, params
-from eagle_fn import DraftOrganizer, MaskMode, build_verify_tree
+from eagle_fn import DraftOrganizer, MaskMode, build_verify_tree, verify_greedy
+from inputs import agreeing_target, verify_inputs
 from measure import graphs_of, record
 
 MASKS = [MaskMode.QLEN, MaskMode.BITPACKED]
 MASK_IDS = [mode.value for mode in MASKS]
 VERIFY_TREE = [case for case in TREE_SWEEP if case.bs in (1, 8, 32, 256)]
-
-
-def verify_inputs(case):
-    """An organized tree, bonus tokens and sequence lengths for ``case``, built eagerly."""
-    organizer = DraftOrganizer(case.config, max_bs=MAX_BS, device="cpu", compile=False)
-    if case.topk == 1:
-        tree = organizer.organize(*inputs.multilayer(case.bs, case.num_steps))
-    else:
-        tree = organizer.organize_steps(*inputs.draft_lists(case.config, case.bs))
-    gen = inputs.generator(1)
-    bonus = torch.randint(0, inputs.VOCAB, (case.bs,), generator=gen)  # [bs]
-    seq_lens = torch.randint(16, 4096, (case.bs,), generator=gen)  # [bs]
-    return tree, bonus, seq_lens
+VERIFY_PARAMS = params(CHAIN + VERIFY_TREE, report=[*CHAIN_REPORT, TREE_TARGET])
 
 
 @pytest.mark.parametrize("mask", MASKS, ids=MASK_IDS)
@@ -33,40 +22,70 @@ def verify_inputs(case):
     ("mode", "case"),
     mode_params({Mode.EAGER: CHAIN, Mode.COMPILED: CHAIN_REPORT}, report=CHAIN_REPORT),
 )
-def test_worker_chain_verify(benchmark, graph_sweeps, mode, case, mask):
+def test_worker_chain_verify(benchmark, graph_sweeps, device, mode, case, mask):
     organizer = DraftOrganizer(
-        case.config, max_bs=MAX_BS, device="cpu", compile=mode is Mode.COMPILED
+        case.config, max_bs=MAX_BS, device=device, compile=mode is Mode.COMPILED
     )
     path = f"worker_chain_verify_{mask.value}"
     build = partial(organizer.build_verify, mask_mode=mask)
     graphs = graphs_of(
-        graph_sweeps, path, organizer, lambda bs: build(*verify_inputs(case.at_bs(bs)))
+        graph_sweeps, path, organizer, lambda bs: build(*verify_inputs(case.at_bs(bs), device))
     )
     versus = {"baseline": f"verify_tree_{mask.value}"}
-    args = verify_inputs(case)
-    record(benchmark, path, case, build, *args, mode=mode, compare=versus, graphs=graphs)
+    args = verify_inputs(case, device)
+    record(
+        benchmark,
+        path,
+        case,
+        build,
+        *args,
+        mode=mode,
+        compare=versus,
+        graphs=graphs,
+        device=device,
+    )
 
 
 @pytest.mark.parametrize("mask", MASKS, ids=MASK_IDS)
-@pytest.mark.parametrize("case", params(CHAIN + VERIFY_TREE, report=[*CHAIN_REPORT, TREE_TARGET]))
-def test_build_verify_tree(benchmark, case, mask):
-    args = verify_inputs(case)
-    build = partial(build_verify_tree, case.config, mask_mode=mask)
-    record(benchmark, f"verify_tree_{mask.value}", case, build, *args)
+@pytest.mark.parametrize("case", VERIFY_PARAMS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_build_verify_tree(benchmark, device, backend, case, mask):
+    args = (case.config, *verify_inputs(case, device))
+    record_backend(
+        benchmark,
+        f"verify_tree_{mask.value}",
+        case,
+        "build_verify_tree",
+        backend,
+        *args,
+        options={"mask_mode": mask},
+        device=device,
+    )
+
+
+@pytest.mark.parametrize("case", VERIFY_PARAMS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_verify_greedy(benchmark, device, backend, case):
+    verify_tree = build_verify_tree(case.config, *verify_inputs(case, device))
+    target = agreeing_target(case, verify_tree)  # [bs * N]
+    args = (case.config, verify_tree, target)
+    # The target agrees with the draft: every request accepts at least its first child.
+    assert int(verify_greedy(*args).num_accepted.min()) >= 1
+    record_backend(benchmark, "verify_greedy", case, "verify_greedy", backend, *args, device=device)
 
 
 @pytest.mark.parametrize(
     ("mode", "case"),
     mode_params({Mode.EAGER: VERIFY_TREE, Mode.COMPILED: [TREE_TARGET]}, report=[TREE_TARGET]),
 )
-def test_worker_tree_verify(benchmark, graph_sweeps, mode, case):
-    # The general build is tens of small ops: the one path where compiling pays off on a CPU.
+def test_worker_tree_verify(benchmark, graph_sweeps, device, mode, case):
     organizer = DraftOrganizer(
-        case.config, max_bs=MAX_BS, device="cpu", compile=mode is Mode.COMPILED
+        case.config, max_bs=MAX_BS, device=device, compile=mode is Mode.COMPILED
     )
     path = "worker_tree_verify_qlen"
     build = organizer.build_verify
     graphs = graphs_of(
-        graph_sweeps, path, organizer, lambda bs: build(*verify_inputs(case.at_bs(bs)))
+        graph_sweeps, path, organizer, lambda bs: build(*verify_inputs(case.at_bs(bs), device))
     )
-    record(benchmark, path, case, build, *verify_inputs(case), mode=mode, graphs=graphs)
+    args = verify_inputs(case, device)
+    record(benchmark, path, case, build, *args, mode=mode, graphs=graphs, device=device)

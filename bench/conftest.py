@@ -1,4 +1,4 @@
-"""Benchmark session set-up: bench_*.py collected, one thread, GC off while timing."""
+"""Benchmark session set-up: bench_*.py collected, the device, one thread, GC off while timing."""
 
 import os
 import platform
@@ -10,13 +10,24 @@ import torch
 from measure import GraphSweeps
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where every benchmark builds its inputs and workers (default: cpu)",
+    )
+
+
 def pytest_configure(config):
+    if config.getoption("--device") == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError("--device cuda: torch sees no CUDA device")
     # Threads pinned: the organize functions are microseconds of work on small tensors.
     torch.set_num_threads(1)
     # pytest-benchmark's own --benchmark-disable-gc, on by default for this suite.
     config.option.benchmark_disable_gc = True
     config.addinivalue_line(
-        "markers", "report: the compact cases `python bench/report.py` runs (pytest -m report)"
+        "markers", "report: the compact cases `python bench/run.py` runs (pytest -m report)"
     )
 
 
@@ -39,7 +50,20 @@ def pytest_benchmark_update_machine_info(config, machine_info):
         torch_version=torch.__version__,
         torch_threads=torch.get_num_threads(),
         disable_gc=config.option.benchmark_disable_gc,
+        device=config.getoption("--device"),
+        triton_version=triton_version(),
+        triton_interpret=os.environ.get("TRITON_INTERPRET", ""),
     )
+    if config.getoption("--device") == "cuda":
+        machine_info.update(gpu_name=torch.cuda.get_device_name(), cuda_version=torch.version.cuda)
+
+
+def triton_version():
+    try:
+        import triton
+    except ImportError:
+        return None
+    return triton.__version__
 
 
 def cpu_model():
@@ -54,11 +78,26 @@ def cpu_model():
 
 
 @pytest.fixture(scope="session")
+def device(request):
+    """The ``--device`` every benchmark builds its inputs and workers on."""
+    return torch.device(request.config.getoption("--device"))
+
+
+@pytest.fixture(scope="session")
 def graph_sweeps():
     return GraphSweeps()
 
 
 @pytest.fixture(autouse=True)
 def _no_compile_env(monkeypatch):
-    # Every benchmark names its mode; a developer's EAGLE_FN_COMPILE must not change it.
+    # Every benchmark names its mode and backend; a developer's shell must not change them.
+    # A torch row runs the torch functions even where eagle_fn would pick Triton by itself.
     monkeypatch.delenv("EAGLE_FN_COMPILE", raising=False)
+    monkeypatch.setenv("EAGLE_FN_BACKEND", "torch")
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    # Keep the statistics, drop every round's time: calls of a few µs run ~10^5 rounds a
+    # second, which made the compact run's json hundreds of MB.
+    for bench in output_json["benchmarks"]:
+        bench["stats"].pop("data", None)

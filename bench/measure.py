@@ -1,4 +1,5 @@
-"""One benchmark record: the timed callable, with its ATen ops and compiled graphs beside it."""
+"""One benchmark record: the timed callable, with its ATen ops, compiled graphs and, on CUDA,
+its host, graph-replay and kernel figures beside it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+import gpu
 from cases import MAX_BS, Case, Mode
 from eagle_fn.profiling import OpCounter
+
+CPU = torch.device("cpu")
 
 
 class GraphCount(NamedTuple):
@@ -70,24 +74,32 @@ def record(
     mode: Mode = Mode.EAGER,
     compare: dict[str, str] | None = None,
     graphs: GraphCount | None = None,
+    device: torch.device = CPU,
+    backend: str = "torch",
 ) -> object:
     """Times ``fn(*args)`` as ``path`` on ``case`` and notes the deterministic figures beside it.
 
-    ``benchmark.extra_info`` gets the path, mode, case, thread count, the non-view ATen ops
-    of one untimed call (after a warm-up call, so a compiled path is already compiled), the
-    paths to compare against (``{"baseline": path, "floor": path}``) and the graph counts.
+    ``benchmark.extra_info`` gets the path, backend, mode, device, case, thread count, the
+    non-view ATen ops of one untimed call (after a warm-up call, so a compiled path is already
+    compiled), the paths to compare against (``{"baseline": path, "floor": path}``) and the
+    graph counts. On CUDA it adds ``gpu.cuda_figures`` (host µs, graph-replay µs, kernels),
+    and pytest-benchmark times a call followed by a synchronize: one call's latency.
     """
     fn(*args)  # warm-up: compiles a compiled path outside the timing
     with OpCounter() as counter:
         fn(*args)
     info = benchmark.extra_info
-    info.update(path=path, mode=mode.value, threads=torch.get_num_threads(), **asdict(case))
-    info.update(ops=counter.total, op_names=dict(counter.ops))
+    info.update(path=path, backend=backend, mode=mode.value, device=device.type, **asdict(case))
+    info.update(threads=torch.get_num_threads(), ops=counter.total, op_names=dict(counter.ops))
     if compare:
         info["compare"] = compare
     if graphs is not None:
         info.update(graphs._asdict())
-    return benchmark(fn, *args)
+    if device.type != "cuda":
+        return benchmark(fn, *args)
+    info.update(gpu.cuda_figures(fn, args))
+    sync = gpu.synchronize_on(device)
+    return benchmark(lambda: (fn(*args), sync())[0])
 
 
 def assert_same(actual: tuple[torch.Tensor, ...], expected: tuple[torch.Tensor, ...]) -> None:

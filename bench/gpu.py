@@ -1,0 +1,137 @@
+"""CUDA figures of one call: host µs in a loop, CUDA-graph replay µs and kernel launches.
+
+Each figure is measured the way a serving engine pays for it:
+
+- ``host_us``: calls issued back to back and synchronized only at the two ends, so the
+  figure is whichever is slower per call, the host issuing launches or the GPU running them;
+- ``graph_us``: one call captured into a ``torch.cuda.CUDAGraph`` and replayed, timed with
+  CUDA events: the GPU time of the call with every host cost removed;
+- ``kernels``: kernels of one call in ``torch.profiler``'s device events (copies and memsets
+  are counted apart).
+
+Nothing here needs a GPU to import; the logic that does not touch one (the timing loop, event
+classification, error capture) is checked on the CPU by ``bench/test_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+import torch
+
+COPY_PREFIXES = ("Memcpy", "Memset")  # kineto's names for copies and fills on the device
+
+
+class DeviceCounts(NamedTuple):
+    """Device-side work of one call: kernel launches and copies/memsets."""
+
+    kernels: int
+    copies: int
+
+
+def synchronize_on(device: torch.device) -> Callable[[], None]:
+    """A no-argument synchronize for ``device``: waits for CUDA, does nothing on a CPU."""
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def host_us(
+    fn: Callable[..., object],
+    args: tuple[object, ...],
+    *,
+    sync: Callable[[], None],
+    calls: int = 100,
+    repeat: int = 7,
+    warmup: int = 10,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Median over ``repeat`` loops of µs per call; each loop of ``calls`` calls is bracketed by
+    ``sync()`` and never synchronized inside."""
+    for _ in range(warmup):
+        fn(*args)
+    loops = []
+    for _ in range(repeat):
+        sync()
+        start = clock()
+        for _ in range(calls):
+            fn(*args)
+        sync()
+        loops.append((clock() - start) / calls * 1e6)
+    return statistics.median(loops)
+
+
+def graph_replay_us(
+    fn: Callable[..., object], args: tuple[object, ...], *, replays: int = 200, warmup: int = 3
+) -> float:
+    """µs per replay of one call captured into a CUDA graph, timed with CUDA events.
+
+    The warm-up runs on a side stream, as capture requires (lazy initialization and the
+    allocator's first blocks stay out of the graph).
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(*args)
+    graph.replay()  # first replay uploads the graph: keep it out of the timing
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / replays  # elapsed_time is in ms
+
+
+def device_counts(events: Iterable[Any]) -> DeviceCounts:
+    """Kernels and copies among profiler events: the events that ran on a CUDA device."""
+    kernels = copies = 0
+    for event in events:
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        if event.name.startswith(COPY_PREFIXES):
+            copies += 1
+        else:
+            kernels += 1
+    return DeviceCounts(kernels, copies)
+
+
+def launches_per_call(fn: Callable[..., object], args: tuple[object, ...]) -> DeviceCounts:
+    """Kernels and copies of one call (after a warm-up call), from ``torch.profiler``."""
+    fn(*args)
+    torch.cuda.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    return device_counts(prof.events())
+
+
+def figure_or_error(info: dict[str, object], name: str, measure: Callable[[], object]) -> None:
+    """Stores ``measure()`` as ``info[name]``, or its error as ``info[name + "_error"]``: one
+    figure that cannot be taken (a path that does not capture) must not hide the others."""
+    try:
+        info[name] = measure()
+    except Exception as error:  # recorded: the report shows it
+        info[name + "_error"] = f"{type(error).__name__}: {error}"[:200]
+
+
+def cuda_figures(fn: Callable[..., object], args: tuple[object, ...]) -> dict[str, object]:
+    """``host_us``, ``graph_us``, ``kernels`` and ``copies`` of ``fn(*args)`` on CUDA."""
+    info: dict[str, object] = {}
+    sync = synchronize_on(torch.device("cuda"))
+    figure_or_error(info, "host_us", lambda: host_us(fn, args, sync=sync))
+    figure_or_error(info, "launches", lambda: launches_per_call(fn, args))
+    launches = info.pop("launches", None)
+    if isinstance(launches, DeviceCounts):
+        info.update(launches._asdict())
+    figure_or_error(info, "graph_us", lambda: graph_replay_us(fn, args))
+    return info

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The GPU check, in one go: the CUDA tests, the compact CUDA benchmark run, its rendered section.
+#
+#   PYTHONPATH=src bash bench/gpu_check.sh     # from the repository root; results in $OUT
+#
+# Made for a machine with one GPU, torch, triton, pytest, hypothesis and pytest-benchmark
+# already installed, no network and nothing to install: it runs the source tree
+# (PYTHONPATH=src) and needs no matplotlib. Every step has a time limit, and a step that fails
+# or runs out of time does not stop the next. About 8 minutes at most. Writes under $OUT
+# (a new temporary folder when unset), 7 files:
+#   summary.txt         the versions, the GPU, and each step's exit status and seconds
+#   tests.log           pytest on the CUDA tests and the kernel tests, then bench/test_gpu.py
+#   bench.log           the compact benchmark run on CUDA
+#   bench_cuda.json     its --benchmark-json
+#   render.log          bench/report.py's output
+#   benchmarks_cuda.md  the rendered CUDA section alone
+#   benchmarks.md       docs/benchmarks.md with that section rendered in (the CPU one untouched)
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+PY=${PYTHON:-python}
+export PYTHONPATH=${PYTHONPATH:-src}
+export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
+SUMMARY=$OUT/summary.txt
+
+# step NAME LOG SECONDS COMMAND...: runs COMMAND with a time limit, its output added to
+# $OUT/LOG. SIGINT first, so that pytest still writes its reports (the benchmark json too).
+step() {
+    local name=$1 log=$2 limit=$3 start rc
+    shift 3
+    start=$(date +%s)
+    timeout -s INT -k 15 "$limit" "$@" >>"$OUT/$log" 2>&1
+    rc=$?
+    echo "step $name: exit $rc after $(($(date +%s) - start)) s (limit $limit s)" >>"$SUMMARY"
+}
+
+{
+    echo "gpu_check.sh, $(date -u '+%Y-%m-%d %H:%M:%S') UTC, commit $(git rev-parse --short HEAD 2>/dev/null)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+    timeout 30 "$PY" - <<'EOF' 2>&1
+import torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())
+if torch.cuda.is_available():
+    print("gpu", torch.cuda.get_device_name())
+for name in ("triton", "pytest", "hypothesis", "pytest_benchmark", "eagle_fn", "eagle_fn.kernels"):
+    try:
+        module = __import__(name, fromlist=["_"])
+        print(name, getattr(module, "__version__", ""), getattr(module, "__file__", ""))
+    except Exception as error:
+        print(name, "NOT IMPORTABLE:", type(error).__name__, error)
+EOF
+} >"$SUMMARY"
+
+# (a) Every CUDA-parametrized test and the Triton kernel tests (on the GPU for real), then the
+# CUDA checks of the benchmark's own measuring code (a separate run: tests/ and bench/ each
+# have a conftest.py, and one pytest process cannot import both).
+step tests tests.log 150 "$PY" -m pytest tests -q -p no:cacheprovider \
+    -k "cuda or kernel or triton" --durations=10
+step bench_checks tests.log 40 "$PY" -m pytest bench/test_gpu.py -q -p no:cacheprovider
+
+# (b) The compact benchmark run on CUDA. bench_compile_options.py measures CPU compile options
+# only (and needs torch.fx.experimental.dynamic_spec): it is left out here.
+step bench bench.log 220 "$PY" -m pytest bench -m report --benchmark-only -q -p no:cacheprovider \
+    --device=cuda --benchmark-json="$OUT/bench_cuda.json" --benchmark-max-time=0.05 \
+    --benchmark-columns=median,iqr,rounds --ignore=bench/bench_compile_options.py
+
+# (c) The CUDA section, alone and rendered into a copy of docs/benchmarks.md.
+cp docs/benchmarks.md "$OUT/benchmarks.md"
+step render render.log 30 "$PY" bench/report.py --device cuda --from-json "$OUT/bench_cuda.json" \
+    --markdown "$OUT/benchmarks.md" --section-out "$OUT/benchmarks_cuda.md"
+
+tail -n 3 "$OUT/tests.log" "$OUT/bench.log" >>"$SUMMARY" 2>&1
+cat "$SUMMARY"
+echo "results in $OUT"

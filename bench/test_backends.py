@@ -1,0 +1,86 @@
+"""Checks of bench/backends.py: which function a backend row runs, and when it skips."""
+
+import sys
+from types import ModuleType
+
+import pytest
+import torch
+
+import backends
+import eagle_fn
+import inputs
+from cases import TREE_TARGET
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def fake_kernels(monkeypatch):
+    """An ``eagle_fn.kernels`` whose organize_tree is the torch one, whatever exists today."""
+    module = ModuleType("eagle_fn.kernels")
+    module.organize_tree = eagle_fn.organize_tree
+    monkeypatch.setitem(sys.modules, "eagle_fn.kernels", module)
+    return module
+
+
+def test_torch_rows_run_eagle_fn_itself():
+    assert backends.function("organize_tree", "torch", CPU) is eagle_fn.organize_tree
+
+
+def test_triton_skips_when_the_kernels_do_not_import(monkeypatch):
+    monkeypatch.setitem(sys.modules, "eagle_fn.kernels", None)  # import raises ImportError
+    assert backends.kernel("organize_tree") is None
+    with pytest.raises(pytest.skip.Exception, match="not importable"):
+        backends.function("organize_tree", "triton", CPU)
+
+
+def test_triton_on_a_cpu_needs_the_interpreter(fake_kernels, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="TRITON_INTERPRET=1"):
+        backends.function("organize_tree", "triton", CPU)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert backends.function("organize_tree", "triton", CPU) is fake_kernels.organize_tree
+
+
+def test_a_missing_torch_function_skips(monkeypatch):
+    monkeypatch.delattr(eagle_fn, "verify_sampling", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="does not exist yet"):
+        backends.reference("verify_sampling")
+
+
+class FakeBenchmark:
+    """pytest-benchmark's fixture as a run with ``--benchmark-disable`` sees it: one call."""
+
+    def __init__(self, disabled):
+        self.disabled, self.extra_info, self.calls = disabled, {}, 0
+
+    def __call__(self, fn, *args):
+        self.calls += 1
+        return fn(*args)
+
+
+@pytest.mark.parametrize("disabled", [True, False], ids=["disabled", "timed"])
+def test_an_interpreted_triton_row_is_checked_then_not_timed(fake_kernels, monkeypatch, disabled):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    args = (TREE_TARGET.config, *inputs.draft_lists(TREE_TARGET.config, 2))
+    bench = FakeBenchmark(disabled)
+
+    def run():
+        backends.record_backend(
+            bench, "organize_tree", TREE_TARGET, "organize_tree", "triton", *args, device=CPU
+        )
+
+    if disabled:  # the smoke run: recorded once, untimed, beside torch's row
+        run()
+        assert (bench.calls, bench.extra_info["backend"]) == (1, "triton")
+        assert bench.extra_info["compare"] == {"torch": "organize_tree"}
+    else:
+        with pytest.raises(pytest.skip.Exception, match="checked, not timed"):
+            run()
+        assert (bench.calls, bench.extra_info) == (0, {})
+    # A kernel that disagrees with torch fails the row before anything is recorded.
+    fake_kernels.organize_tree = lambda cfg, *lists: eagle_fn.organize_tree(cfg, *lists)._replace(
+        draft_tokens=torch.zeros(2, TREE_TARGET.num_draft_tokens - 1, dtype=torch.int64)
+    )
+    with pytest.raises(AssertionError):
+        run()

@@ -1,0 +1,86 @@
+"""Checks of bench/gpu.py: its GPU-free logic on any machine, its CUDA figures on a GPU."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import gpu
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+class FakeClock:
+    """A clock that only the timed function advances: each call costs ``step`` seconds."""
+
+    def __init__(self, step):
+        self.now, self.step, self.calls = 0.0, step, 0
+
+    def __call__(self):
+        return self.now
+
+    def call(self):
+        self.now += self.step
+        self.calls += 1
+
+
+def test_host_us_is_the_per_call_time_of_loops_synced_at_their_ends():
+    clock, syncs = FakeClock(2.5e-6), []
+    us = gpu.host_us(
+        clock.call,
+        (),
+        sync=lambda: syncs.append(clock.calls),
+        calls=8,
+        repeat=3,
+        warmup=2,
+        clock=clock,
+    )
+    assert us == pytest.approx(2.5, rel=1e-9)
+    assert clock.calls == 2 + 8 * 3
+    # Two syncs per loop, at its ends: before its first call and after its last.
+    assert syncs == [2, 10, 10, 18, 18, 26]
+
+
+def event(name, device_type):
+    return SimpleNamespace(name=name, device_type=device_type)
+
+
+def test_device_counts_split_kernels_from_copies_and_skip_host_events():
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+    events = [
+        event("aten::add", cpu),
+        event("cudaLaunchKernel", cpu),
+        event("void at::native::vectorized_elementwise_kernel<4>", cuda),
+        event("triton_poi_fused_add_0", cuda),
+        event("Memcpy DtoD (Device -> Device)", cuda),
+        event("Memset (Device)", cuda),
+    ]
+    assert gpu.device_counts(events) == gpu.DeviceCounts(kernels=2, copies=2)
+
+
+def test_figure_or_error_keeps_a_figure_or_records_its_error():
+    info = {}
+    gpu.figure_or_error(info, "graph_us", lambda: 1.5)
+    gpu.figure_or_error(info, "kernels", lambda: [][0])
+    assert info == {"graph_us": 1.5, "kernels_error": "IndexError: list index out of range"}
+
+
+def test_cpu_synchronize_waits_for_nothing():
+    assert gpu.synchronize_on(torch.device("cpu"))() is None
+
+
+@CUDA
+def test_two_elementwise_ops_launch_two_kernels():
+    x = torch.arange(1024, device="cuda", dtype=torch.float32)
+    assert gpu.launches_per_call(lambda t: (t + 1) * 2, (x,)) == gpu.DeviceCounts(2, 0)
+
+
+@CUDA
+def test_cuda_figures_of_a_call():
+    x = torch.arange(1024, device="cuda", dtype=torch.float32)
+    info = gpu.cuda_figures(lambda t: (t + 1) * 2, (x,))
+    assert (info["kernels"], info["copies"]) == (2, 0)
+    assert info["graph_us"] > 0
+    assert info["host_us"] > 0
+    # A view launches nothing: the figures still come back, with zero kernels.
+    assert gpu.cuda_figures(lambda t: t[:8], (x,))["kernels"] == 0

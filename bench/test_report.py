@@ -1,0 +1,127 @@
+"""Checks of bench/report.py, bench/run.py and plot.py's series on a hand-made run: what the
+tables say, and that rendering one device leaves the rest of the page alone."""
+
+import json
+
+import pytest
+
+import report
+import run
+from cases import Case
+
+CASE = Case(32, 4, 4, 16)
+
+
+def bench(path, median_us, *, device="cpu", compare=None, backend="torch", **extra):
+    info = {"path": path, "backend": backend, "mode": "eager", "device": device, "ops": 3}
+    info.update(bs=CASE.bs, num_steps=CASE.num_steps, topk=CASE.topk)
+    info.update(num_draft_tokens=CASE.num_draft_tokens, compare=compare or {})
+    info.update(extra)
+    stats = {"median": median_us * 1e-6, "iqr": 1e-7}
+    return {"extra_info": info, "stats": stats, "options": {"min_rounds": 5}}
+
+
+def write_run(tmp_path, benches, **machine):
+    data = {"benchmarks": benches, "machine_info": machine, "datetime": "2026-11-30T12:00:00"}
+    data["version"] = "5.3.1"
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_cpu_rows_show_the_ratio_to_the_compared_path(tmp_path):
+    versus = {"baseline": "tree_baseline"}
+    rows = [bench("organize_tree", 30.0, compare=versus), bench("tree_baseline", 20.0)]
+    rows.append(bench("organize_tree", 9.0, device="cuda"))  # another device: not rendered
+    loaded = report.load_run(write_run(tmp_path, rows), "cpu")
+    lines = report.case_lines(loaded)
+    assert len(lines) == 2 + 2
+    assert "| `organize_tree` | torch | eager | 32 | 4 | 4 | 16 | 30.00 |" in lines[2]
+    assert "1.50x `tree_baseline`" in lines[2]
+
+
+def test_cuda_rows_show_host_replay_kernels_and_missing_figures(tmp_path):
+    versus = {"baseline": "tree_baseline"}
+    rows = [
+        bench(
+            "organize_tree",
+            50.0,
+            device="cuda",
+            compare=versus,
+            host_us=40.0,
+            graph_us=8.0,
+            kernels=9,
+        ),
+        bench(
+            "tree_baseline", 45.0, device="cuda", host_us=20.0, graph_us=16.0, kernels=11, copies=2
+        ),
+    ]
+    rows[1]["extra_info"]["launches_error"] = "RuntimeError: no CUPTI"
+    path = write_run(tmp_path, rows, gpu_name="NVIDIA H200", cuda_version="13.0")
+    loaded = report.load_run(path, "cuda")
+    text = report.section(loaded, path.name)
+    assert (
+        "| `organize_tree` | torch | eager | 32 | 4 | 4 | 16 | 40.00 | 8.00 | 9 | 50.00 |" in text
+    )
+    assert "2.00x / 0.50x `tree_baseline`" in text
+    assert "| 20.00 | 16.00 | 11 (+2 copies) | 45.00 |" in text
+    assert "| GPU | NVIDIA H200, CUDA 13.0 |" in text
+    assert "no launches: `RuntimeError: no CUPTI`" in text
+
+
+def test_rendering_one_device_keeps_the_other_and_the_hand_written_text():
+    page = "# B\n\nintro\n\n<!-- generated: cpu begin -->\nold cpu\n<!-- generated: cpu end -->\n"
+    page += "\nmiddle\n\n<!-- generated: cuda begin -->\nold cuda\n<!-- generated: cuda end -->\n"
+    page += "\nend\n"
+    new = report.replace_section(page, "cpu", "new cpu")
+    assert new == page.replace("old cpu", "new cpu")
+    assert report.replace_section(new, "cuda", "new cuda") == new.replace("old cuda", "new cuda")
+
+
+def test_a_page_without_the_section_gets_it_appended():
+    page = report.replace_section("# B\n\nintro\n", "cuda", "body")
+    assert (
+        page == "# B\n\nintro\n\n## CUDA\n\n<!-- generated: cuda begin -->\nbody\n"
+        "<!-- generated: cuda end -->\n"
+    )
+
+
+def test_report_refuses_a_run_without_the_device(tmp_path):
+    path = write_run(tmp_path, [bench("floor", 2.0)])
+    with pytest.raises(SystemExit):
+        report.main(["--device", "cuda", "--from-json", str(path), "--markdown", str(tmp_path)])
+
+
+def test_run_selects_the_compact_suite_on_the_device(tmp_path):
+    command = run.pytest_command("cuda", tmp_path / "x.json", ["--benchmark-max-time=0.2"])
+    assert command[1:] == [
+        "-m",
+        "pytest",
+        "bench",
+        "-m",
+        "report",
+        "--benchmark-only",
+        "-q",
+        "--device=cuda",
+        f"--benchmark-json={tmp_path / 'x.json'}",
+        "--benchmark-columns=median,iqr,rounds",
+        "--ignore=bench/bench_compile_options.py",
+        "--benchmark-max-time=0.2",
+    ]
+    assert "--ignore=bench/bench_compile_options.py" not in run.pytest_command("cpu", "x", [])
+
+
+def test_plot_draws_the_swept_config_of_each_path(tmp_path):
+    import plot  # its matplotlib import waits for draw(): the series need none
+
+    rows = []
+    for bs in (1, 8, 64):
+        rows.append(bench("floor", 2.0 + bs, bs=bs, num_steps=5, topk=1, num_draft_tokens=6))
+    rows.append(bench("floor", 9.0, bs=8, num_steps=3, topk=1, num_draft_tokens=4))
+    rows.append(bench("organize_chain", 3.0, bs=8, num_steps=5, topk=1, num_draft_tokens=6))
+    loaded = report.load_run(write_run(tmp_path, rows), "cpu")
+    lines = plot.series(loaded, plot.PANELS["chain organize"])
+    assert list(lines) == ["floor [torch, eager] (k1)"]
+    bs, us = zip(*lines["floor [torch, eager] (k1)"], strict=True)
+    assert bs == (1, 8, 64)
+    assert us == pytest.approx((3.0, 10.0, 66.0))
