@@ -8,9 +8,9 @@ from .organize import organize_multilayer, organize_tree
 from .probs import Uniforms, draw_uniforms, target_probs_from_logits
 from .sampling import verify_sampling
 from .selection import select_top_k
-from .types import DraftStep, DraftTree, GreedyVerdict, MaskMode, VerifyTree
+from .types import DraftStep, DraftTree, GreedyVerdict, MaskMode, MaxBatchWarning, VerifyTree
 from .verify import verify_greedy
-from .worker import DraftOrganizer, MaxBatchWarning
+from .worker import DraftOrganizer
 
 __version__ = "0.2.0"
 

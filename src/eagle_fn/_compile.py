@@ -56,15 +56,21 @@ def mode_from_env() -> CompileMode:
         raise ValueError(f"{ENV_VAR} must be one of {allowed} or unset, got {raw!r}") from None
 
 
-def compiled_paths(compile: object, device: torch.device, paths: frozenset[str]) -> frozenset[str]:
-    """The paths to compile: all or none for ``compile=True/False``, else by the variable."""
+def compiled_paths(
+    compile: object, device: torch.device, paths: frozenset[str], fused: frozenset[str]
+) -> frozenset[str]:
+    """The paths to compile: all or none for ``compile=True/False``, else by the variable.
+
+    ``auto`` never compiles the ``fused`` paths (one Triton kernel each): compiling a single
+    launch adds guard cost and fuses nothing.
+    """
     if compile is not None:
         if not isinstance(compile, bool):
             raise TypeError(f"compile must be a bool or None, got {type(compile).__name__}")
         return paths if compile else frozenset()
     mode = mode_from_env()
     if mode is CompileMode.AUTO:
-        return paths & AUTO_COMPILED.get(device.type, frozenset())
+        return (paths - fused) & AUTO_COMPILED.get(device.type, frozenset())
     return paths if mode is CompileMode.COMPILED else frozenset()
 
 

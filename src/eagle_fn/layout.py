@@ -81,10 +81,11 @@ def verify_args(
     the tree's fields spread, and the FULL mask's length in place of ``seq_lens_sum``."""
     mode = options.pop("mask_mode", MaskMode.QLEN)
     seq_lens_sum = options.pop("seq_lens_sum", None)
-    if options:
-        raise TypeError(f"build_verify_tree: unexpected keyword arguments {sorted(options)}")
-    check_verify(cfg, tree, bonus_tokens, seq_lens, mode)
-    total = full_mask_length("build_verify_tree", cfg, seq_lens, mode, seq_lens_sum)
+    where = options.get("where") or BUILD_VERIFY.where  # the rest are the check's keywords
+    if options.keys() - {"where", "device", "device_label"}:
+        raise TypeError(f"{where}: unexpected keyword arguments {sorted(options)}")
+    check_verify(cfg, tree, bonus_tokens, seq_lens, mode, **options)
+    total = full_mask_length(where, cfg, seq_lens, mode, seq_lens_sum)
     return cfg, *tree, bonus_tokens, seq_lens, mode, total
 
 

@@ -61,11 +61,12 @@ def organize_tree(
     return tree_core(*tree_args(cfg, score_list, token_list, parents_list))
 
 
-def tree_args(cfg: Any, score_list: Any, token_list: Any, parents_list: Any) -> tuple[Any, ...]:
-    """:func:`organize_tree`'s arguments, checked, as :func:`tree_core` takes them."""
-    if not ORGANIZE_TREE.fits(cfg, score_list, token_list, parents_list):
-        ORGANIZE_TREE.check(cfg, score_list, token_list, parents_list)
-    return cfg, score_list, token_list, parents_list
+def tree_args(cfg: Any, *lists: Any, **where: Any) -> tuple[Any, ...]:
+    """:func:`organize_tree`'s arguments, checked, as :func:`tree_core` takes them; ``where=``,
+    ``device=`` and ``device_label=`` as in :meth:`~eagle_fn.contracts.Contract.check`."""
+    if not ORGANIZE_TREE.fits(cfg, *lists, device=where.get("device")):
+        ORGANIZE_TREE.check(cfg, *lists, **where)
+    return cfg, *lists
 
 
 def organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -> DraftTree:

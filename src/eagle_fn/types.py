@@ -80,3 +80,15 @@ def bitpacked_dtype(num_nodes: int) -> torch.dtype:
         if num_nodes <= bits:
             return dtype
     raise ValueError(f"BITPACKED masks hold at most 32 nodes, got num_draft_tokens = {num_nodes}")
+
+
+class MaxBatchWarning(UserWarning):
+    """A chain worker got a batch above its ``max_bs`` and took the general path."""
+
+    @classmethod
+    def about(cls, bs: int, max_bs: int) -> MaxBatchWarning:
+        return cls(
+            f"DraftOrganizer: bs = {bs} exceeds max_bs = {max_bs}, so this chain batch takes "
+            f"the general path (tens of ops instead of none); build the worker with "
+            f"max_bs >= {bs} to keep the fast path. Warned once per worker."
+        )
