@@ -6,7 +6,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch._dynamo.utils import counters
-from torch.fx.experimental.dynamic_spec import SeqSpec, ShapeVar, TensorSpec
 
 from drafts import KINDS, configs, draft_lists, step_inputs
 from eagle_fn import DraftConfig, _compile, kernels, organize_tree, select_top_k
@@ -301,22 +300,21 @@ def test_compiled_with_a_dynamic_batch_equals_eager(device):
     # no breaks. The ops trace into the kernel launch on a GPU, and stay an opaque call under
     # the interpreter, whose kernels cannot run on the fake tensors tracing uses.
     cfg = DraftConfig(4, 3, 8)
-    bs, rows = ShapeVar("bs"), ShapeVar("rows")
-    steps = range(cfg.num_steps)
+    lists_of = cfg.num_steps
     organize = _compile.compile_fn(
         kernel_organize.tree_core,
         enabled=True,
         shapes={
-            "score_list": SeqSpec([TensorSpec([bs, None, None]) for _ in steps]),
-            "token_list": SeqSpec([TensorSpec([bs, None]) for _ in steps]),
-            "parents_list": SeqSpec([TensorSpec([bs, None]) for _ in steps]),
+            "score_list": _compile.BatchList(3, lists_of),
+            "token_list": _compile.BatchList(2, lists_of),
+            "parents_list": _compile.BatchList(2, lists_of),
         },
     )
-    later = {"topk_p": TensorSpec([rows, None]), "topk_index": TensorSpec([rows, None])}
+    rows = _compile.Batch(2, rows=cfg.topk)  # [bs * k, k]
     step = _compile.compile_fn(
         kernel_selection.next_step,
         enabled=True,
-        shapes={**later, "scores": TensorSpec([bs, None])},
+        shapes={"topk_p": rows, "topk_index": rows, "scores": _compile.Batch(2)},
     )
     gen = torch.Generator().manual_seed(4)
     torch._dynamo.reset()

@@ -11,7 +11,14 @@ import eagle_fn
 from eagle_fn import DraftConfig, DraftOrganizer, DraftTree, build_verify_tree, organize_multilayer
 from eagle_fn.arguments import as_device
 from eagle_fn.profiling import count_kernels, count_ops, time_us
-from eagle_fn.toy import ToyModel, draft_tree, greedy_generate, speculative_generate, toy_models
+from eagle_fn.toy import (
+    ToyModel,
+    draft_tree,
+    greedy_generate,
+    sample_generate,
+    speculative_generate,
+    toy_models,
+)
 
 BS = 8
 
@@ -71,6 +78,45 @@ def speculative_demo(device: torch.device) -> None:
         print(f"  {name:40s} {run.mean_accepted:13.2f} {run.accepted.shape[0]:6d}  {same}")
 
 
+def sampling_demo(device: torch.device) -> None:
+    """Sampled speculative decoding must emit the target's sampling distribution."""
+    target, draft = models_on(device)
+    bs, new, temperature = 4096, 3, 0.8  # many copies of one prompt: a distribution per position
+    prompts = torch.tensor([[3, 17]], device=device).expand(bs, 2).contiguous()
+    gen = torch.Generator(device=device).manual_seed(0)
+    plain = sample_generate(target, prompts, new, temperature=temperature, generator=gen)
+    print(f"\nsampled speculative decoding, T={temperature}, {bs} copies of one prompt")
+    print(
+        f"  {'config':30s} {'mean accepted':>13s}  total variation vs plain sampling, per position"
+    )
+    for cfg in (DraftConfig.chain(3), DraftConfig(4, 3, 10)):
+        run = speculative_generate(
+            cfg, target, draft, prompts, new, temperature=temperature, generator=gen
+        )
+        tv = [total_variation(run.tokens[:, i], plain[:, i], target.vocab) for i in range(new)]
+        name = f"topk={cfg.topk} num_steps={cfg.num_steps} N={cfg.num_draft_tokens}"
+        print(f"  {name:30s} {run.mean_accepted:13.2f}  " + "  ".join(f"{t:.3f}" for t in tv))
+    again = sample_generate(target, prompts, new, temperature=temperature, generator=gen)
+    chance = [total_variation(again[:, i], plain[:, i], target.vocab) for i in range(new)]
+    print(
+        f"  {'plain sampling, a second run':30s} {'':13s}  " + "  ".join(f"{t:.3f}" for t in chance)
+    )
+    mixed = torch.tensor([0.0, temperature] * 4, device=device)  # greedy and sampled requests
+    run = speculative_generate(
+        DraftConfig(4, 3, 10), target, draft, prompts[:8], 16, temperature=mixed, generator=gen
+    )
+    greedy = greedy_generate(target, prompts[:8], 16)
+    same = torch.equal(run.tokens[0::2], greedy[0::2])
+    print(f"  a mixed batch of greedy and sampled requests: greedy rows == greedy decoding: {same}")
+
+
+def total_variation(a: torch.Tensor, b: torch.Tensor, vocab: int) -> float:
+    """Half the L1 distance between the empirical distributions of two token samples."""
+    pa = torch.bincount(a, minlength=vocab).double() / a.numel()
+    pb = torch.bincount(b, minlength=vocab).double() / b.numel()
+    return float((pa - pb).abs().sum() / 2)
+
+
 def cost_table(device: torch.device) -> None:
     """µs/call and ATen ops/call of each path at bs 8 (and CUDA kernels/call on CUDA)."""
     chain = DraftConfig.chain(5)
@@ -109,6 +155,7 @@ SECTIONS: dict[str, Callable[[torch.device], None]] = {
     "chain": chain_demo,
     "tree": tree_demo,
     "speculative": speculative_demo,
+    "sampling": sampling_demo,
     "costs": cost_table,
 }
 
