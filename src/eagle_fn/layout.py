@@ -146,7 +146,7 @@ def valid_tree_core(cfg: DraftConfig, parent_list: Tensor, top_scores_index: Ten
     # Climb num_steps times from every node; -1 (no parent found) and 0 (root) are kept.
     cur = parent
     for _ in range(cfg.num_steps - 1):
-        cur = torch.where(cur > 0, parent.gather(1, cur.clamp(min=0)), cur)
+        cur = torch.where(cur > 0, parent.gather(1, cur.clamp(min=0)), cur)  # [bs, N]
     in_range = (top_scores_index >= 0) & (top_scores_index < cfg.num_candidates)  # [bs, N-1]
     return in_range.all(1) & (cur[:, 1:] == 0).all(1)  # [bs]
 
@@ -199,7 +199,7 @@ def ancestor_walk(parent: Tensor, steps: int) -> tuple[Tensor, Tensor]:
         depth = depth + active
         up = parent.gather(1, cur)  # [bs, N]
         active = active & (up > 0)
-        cur = torch.where(active, up, cur)
+        cur = torch.where(active, up, cur)  # [bs, N]
     return visible, depth
 
 
@@ -219,13 +219,13 @@ def retrieve_links(parent: Tensor) -> tuple[Tensor, Tensor]:
 def flat_node_index(parent: Tensor) -> Tensor:
     """``row * N + node`` for every node: ``[bs, N]``."""
     bs, n = parent.shape
-    return torch.arange(bs * n, device=parent.device).view(bs, n)
+    return torch.arange(bs * n, device=parent.device).view(bs, n)  # [bs, N]
 
 
 def first_true(mask: Tensor) -> Tensor:
     """Index of the first True along the last dim, -1 when none: ``[..., n] -> [...]``."""
     n = mask.shape[-1]
-    index = torch.arange(n, device=mask.device)
+    index = torch.arange(n, device=mask.device)  # [n]
     first = torch.where(mask, index, n).amin(-1)  # n when none
     return torch.where(first < n, first, -1)
 
@@ -263,7 +263,7 @@ def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
     start = n * (torch.cumsum(width, 0) - width)  # [bs] block offset
     cell = (start + seq_lens).view(-1, 1, 1) + node.view(1, n, 1) * width.view(-1, 1, 1) + node
     cell = cell.clamp(0, total)  # [bs, N, N]; index total is a discarded overflow slot
-    mask = torch.ones(total + 1, dtype=torch.bool, device=visible.device)
+    mask = torch.ones(total + 1, dtype=torch.bool, device=visible.device)  # [total + 1]
     return mask.index_put((cell.flatten(),), visible.flatten())[:total]
 
 

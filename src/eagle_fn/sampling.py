@@ -166,7 +166,7 @@ def child_lists(next_token: Tensor, next_sibling: Tensor) -> Tensor:
 def running_sums(values: Tensor) -> list[Tensor]:
     """Sums of ``values[..., :i+1]`` added one at a time in the input's dtype, like a kernel's
     sequential accumulator (``torch.cumsum`` may accumulate in a wider type)."""
-    acc = torch.zeros_like(values[..., 0])
+    acc = torch.zeros_like(values[..., 0])  # [...]
     sums = []
     for i in range(values.shape[-1]):
         acc = acc + values[..., i]
@@ -179,17 +179,17 @@ def _walk(
 ) -> GreedyVerdict:
     bs = q.shape[0]
     cur = torch.zeros(bs, dtype=torch.int64, device=q.device)  # [bs] last accepted node
-    alive = torch.ones(bs, dtype=torch.bool, device=q.device)
+    alive = torch.ones(bs, dtype=torch.bool, device=q.device)  # [bs]
     nodes = [cur]
     for _ in range(cfg.num_steps):
         child = step.child.gather(1, cur.unsqueeze(1)).squeeze(1)  # [bs]
         alive = alive & (child >= 0)
-        cur = torch.where(alive, child, cur)
+        cur = torch.where(alive, child, cur)  # [bs]
         nodes.append(torch.where(alive, cur, -1))
     path = torch.stack(nodes, dim=1)  # [bs, S + 1] accepted nodes, -1 padded
     num_accepted = (path[:, 1:] >= 0).sum(1)  # [bs]
     # The walk ends on a rejection unless every level accepted (or the node had no child).
-    ended = (num_accepted < cfg.num_steps).view(bs, 1, 1)
+    ended = (num_accepted < cfg.num_steps).view(bs, 1, 1)  # [bs, 1, 1]
     final_row = _final_row(q, cur, step, ended)  # [bs, V]
     token = sample_from_row(final_row, final)  # [bs]
     index = vt.retrieve_index.gather(1, path.clamp(min=0))  # [bs, S + 1]
@@ -200,7 +200,7 @@ def _walk(
 def _final_row(q: Tensor, cur: Tensor, step: NodeStep, ended: Tensor) -> Tensor:
     """``relu(q - removed)`` at the last accepted node, before the positive-entry filter."""
     bs, vocab = q.shape[0], q.shape[2]
-    at = cur.view(bs, 1, 1)
+    at = cur.view(bs, 1, 1)  # [bs, 1, 1]
     row = q.gather(1, at.expand(-1, 1, vocab)).squeeze(1)  # [bs, V]
     rejected = step.rejected.gather(1, at.expand(-1, 1, step.rejected.shape[2])).squeeze(1)
     if step.residual is not None:
@@ -208,7 +208,7 @@ def _final_row(q: Tensor, cur: Tensor, step: NodeStep, ended: Tensor) -> Tensor:
         return torch.where((rejected.any(1, keepdim=True)) & ended.view(bs, 1), row - sub, row)
     tokens = step.tokens.gather(1, at.expand(-1, 1, step.tokens.shape[2])).squeeze(1)  # [bs, N]
     drop = torch.where(rejected & ended.view(bs, 1), tokens, vocab)  # [bs, N] V: keep
-    mask = torch.zeros(bs, vocab + 1, dtype=torch.bool, device=q.device)
+    mask = torch.zeros(bs, vocab + 1, dtype=torch.bool, device=q.device)  # [bs, V + 1]
     return torch.where(mask.scatter_(1, drop, True)[:, :vocab], 0.0, row)
 
 
@@ -235,7 +235,7 @@ def _child_tokens(tokens: Tensor, children: Tensor, vocab: int) -> Tensor:
     bs = tokens.shape[0]
     padded = torch.cat([tokens, tokens.new_full((bs, 1), vocab)], dim=1)  # [bs, N + 1]
     picked = padded.gather(1, children.flatten(1)).view(children.shape)  # [bs, N, C]
-    return torch.where((picked >= 0) & (picked < vocab), picked, vocab)
+    return torch.where((picked >= 0) & (picked < vocab), picked, vocab)  # [bs, N, C]
 
 
 def _probs_at(probs: Tensor, tokens: Tensor) -> Tensor:
@@ -251,7 +251,7 @@ def _as_float32(value: float, like: Tensor) -> Tensor:
 
 
 def _in_range(links: Tensor, n: int) -> Tensor:
-    return torch.where((links >= 0) & (links < n), links, n)
+    return torch.where((links >= 0) & (links < n), links, n)  # [bs, N]
 
 
 def sampling_args(

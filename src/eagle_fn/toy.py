@@ -118,7 +118,7 @@ def speculative_generate(
     bs = prompts.shape[0]
     worker = DraftOrganizer(cfg, max_bs=max(bs, 1), device=prompts.device)
     # A round commits up to num_steps + 1 tokens; one more column catches discarded writes.
-    out = prompts.new_zeros(bs, max_new_tokens + cfg.num_steps + 1)
+    out = prompts.new_zeros(bs, max_new_tokens + cfg.num_steps + 1)  # [bs, T + S + 1]
     count = prompts.new_zeros(bs)  # tokens generated per request
     previous, last = prompts[:, -2], prompts[:, -1]
     seq_lens = prompts.new_full((bs,), prompts.shape[1])
@@ -132,7 +132,7 @@ def speculative_generate(
         n_new = _append(out, committed, count)  # [bs]
         previous, last = _last_two(committed, n_new, previous, last)
         count, seq_lens = count + n_new, seq_lens + n_new
-    rounds = torch.stack(accepted) if accepted else prompts.new_empty(0, bs)
+    rounds = torch.stack(accepted) if accepted else prompts.new_empty(0, bs)  # [rounds, bs]
     return Generation(out[:, :max_new_tokens], rounds)
 
 
@@ -185,13 +185,13 @@ def _node_logits(target: ToyModel, vt: VerifyTree, previous: Tensor, bs: int) ->
 def _committed(predicts: Tensor, accept_index: Tensor, active: Tensor) -> Tensor:
     """Tokens to commit per active request, in order: ``[bs, S + 1]``, -1 past the last."""
     picked = predicts[accept_index.clamp(min=0)]  # [bs, S + 1]
-    return torch.where((accept_index >= 0) & active.unsqueeze(1), picked, -1)
+    return torch.where((accept_index >= 0) & active.unsqueeze(1), picked, -1)  # [bs, S + 1]
 
 
 def _append(out: Tensor, committed: Tensor, count: Tensor) -> Tensor:
     """Writes each request's committed tokens after its ``count`` tokens; returns how many."""
     taken = committed >= 0  # [bs, S + 1]
-    offsets = torch.arange(committed.shape[1], device=out.device)
+    offsets = torch.arange(committed.shape[1], device=out.device)  # [S + 1]
     spare = out.shape[1] - 1  # no committed token ever lands in the last column
     out.scatter_(1, torch.where(taken, count.unsqueeze(1) + offsets, spare), committed)
     return taken.sum(1)
@@ -205,7 +205,7 @@ def _last_two(
     def pick(i: Tensor) -> Tensor:
         return committed.gather(1, i.clamp(min=0).unsqueeze(1)).squeeze(1)
 
-    new_last = torch.where(n_new >= 1, pick(n_new - 1), last)
+    new_last = torch.where(n_new >= 1, pick(n_new - 1), last)  # [bs]
     new_previous = torch.where(n_new >= 2, pick(n_new - 2), torch.where(n_new == 1, last, previous))
     return new_previous, new_last
 
@@ -267,4 +267,4 @@ def _temperatures(where: str, temperature: object, prompts: Tensor) -> Tensor:
         )
     if not temperature >= 0 or temperature == float("inf"):
         raise ValueError(f"{where}: temperature must be finite and >= 0, got {temperature}")
-    return torch.full((bs,), float(temperature), device=prompts.device)
+    return torch.full((bs,), float(temperature), device=prompts.device)  # [bs]

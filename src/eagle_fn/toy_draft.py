@@ -36,7 +36,7 @@ def sampled_chain(
     for _ in range(cfg.num_steps):
         probs = target_probs_from_logits(draft.logits(previous, last), temps)  # [bs, V]
         token = torch.multinomial(probs, 1, generator=generator)  # [bs, 1]
-        previous, last = last, token.squeeze(1)
+        previous, last = last, token.squeeze(1)  # [bs] each
         rows.append(probs)
         picked.append(probs.gather(1, token).squeeze(1))
         tokens.append(last)

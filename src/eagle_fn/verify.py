@@ -85,16 +85,16 @@ def greedy_core(
     links = next_sibling.clamp(-1, n - 1)  # [bs, N] out-of-range links end the list
     cur = torch.zeros(bs, dtype=torch.int64, device=tokens.device)  # [bs] last accepted node
     last = retrieve_index[:, 0]  # [bs] its flat index
-    alive = torch.ones(bs, dtype=torch.bool, device=tokens.device)
+    alive = torch.ones(bs, dtype=torch.bool, device=tokens.device)  # [bs]
     accepted = [last]
     for _ in range(cfg.num_steps):
         want = target.gather(0, last.clamp(0, max(flat - 1, 0)))  # [bs] the target's next token
         head = next_token.gather(1, cur.unsqueeze(1)).squeeze(1).clamp(-1, n - 1)  # [bs]
         child = first_match_along(links, head, tokens == want.unsqueeze(1))  # [bs]
         alive = alive & (child >= 0)
-        cur = torch.where(alive, child, cur)
+        cur = torch.where(alive, child, cur)  # [bs]
         picked = retrieve_index.gather(1, cur.unsqueeze(1)).squeeze(1)  # [bs]
-        last = torch.where(alive, picked, last)
+        last = torch.where(alive, picked, last)  # [bs]
         accepted.append(torch.where(alive, picked, -1))
     accept_index = torch.stack(accepted, dim=1)  # [bs, S + 1]
     num_accepted = (accept_index[:, 1:] >= 0).sum(1)  # [bs]
@@ -111,13 +111,13 @@ def first_match_along(next_sibling: Tensor, head: Tensor, match: Tensor) -> Tens
     Shapes: ``next_sibling [bs, N]``, ``head [bs]``, ``match [bs, N]`` -> ``[bs]``.
     """
     n = next_sibling.shape[1]
-    node = torch.arange(n, device=next_sibling.device)
+    node = torch.arange(n, device=next_sibling.device)  # [N]
     jump = torch.where(match, node, next_sibling)  # [bs, N] in -1..N-1
     for _ in range(max(1, math.ceil(math.log2(n)))):
-        jump = torch.where(jump >= 0, jump.gather(1, jump.clamp(min=0)), -1)
+        jump = torch.where(jump >= 0, jump.gather(1, jump.clamp(min=0)), -1)  # [bs, N]
     found = jump.gather(1, head.clamp(min=0).unsqueeze(1)).squeeze(1)  # [bs]
-    hit = match.gather(1, found.clamp(min=0).unsqueeze(1)).squeeze(1)
-    return torch.where((head >= 0) & (found >= 0) & hit, found, -1)
+    hit = match.gather(1, found.clamp(min=0).unsqueeze(1)).squeeze(1)  # [bs]
+    return torch.where((head >= 0) & (found >= 0) & hit, found, -1)  # [bs]
 
 
 def commit(accept_index: Tensor, target: Tensor) -> Tensor:
@@ -133,5 +133,5 @@ def commit(accept_index: Tensor, target: Tensor) -> Tensor:
     own = own & (accept_index * bs < (row + 1) * flat)  # in [row * N, (row + 1) * N)
     slot = torch.where(own, accept_index, flat)  # [bs, S + 1]
     padded = torch.cat([target, target.new_zeros(1)])  # [bs * N + 1] slot flat discards
-    predicts = target.new_zeros(flat + 1)
+    predicts = target.new_zeros(flat + 1)  # [bs * N + 1]
     return predicts.index_put((slot.flatten(),), padded[slot.flatten()])[:flat]

@@ -53,7 +53,7 @@ def verify_sampling_kernel(
     """One request per program: the bounded walk, then the final draw at the last node."""
     row = tl.program_id(0).to(tl.int64)
     base = row * n
-    slots = tl.arange(0, BLOCK_N)
+    slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
     tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=slots < n)
     last = tl.load(index_ptr + base)  # flat index of the last accepted node
     tl.store(accept_ptr + row * (num_steps + 1), last)
@@ -160,7 +160,7 @@ def _final_draw(
     ``coin * total``; else the last positive index, else ``vocab - 1``."""
     total = (start * 0).to(tl.float64)
     for first in range(0, vocab, BLOCK_V):
-        index = first + tl.arange(0, BLOCK_V)
+        index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
         mass = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
                            index, vocab, HAS_DRAFT, WIDE)  # fmt: skip
         total += tl.sum(mass, axis=0)
@@ -169,10 +169,10 @@ def _final_draw(
     found = start * 0 + vocab
     last_positive = found * 0 - 1
     for first in range(0, vocab, BLOCK_V):
-        index = first + tl.arange(0, BLOCK_V)
+        index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
         mass = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
                            index, vocab, HAS_DRAFT, WIDE)  # fmt: skip
-        running = carry + tl.cumsum(mass, axis=0)
+        running = carry + tl.cumsum(mass, axis=0)  # [BLOCK_V]
         hit = (mass > 0) & (running > target)
         found = tl.minimum(found, tl.min(tl.where(hit, index, vocab), axis=0))
         last_positive = tl.maximum(last_positive, tl.max(tl.where(mass > 0, index, -1), axis=0))
@@ -207,7 +207,7 @@ def _final_mass(
     row = tl.load(q_ptr + start + index, mask=inside, other=0.0).to(dtype)
     if HAS_DRAFT:
         sub = tl.load(p_ptr + start + index, mask=inside, other=0.0).to(dtype)
-        row = tl.where(rejected > 0, row - sub, row)
+        row = tl.where(rejected > 0, row - sub, row)  # [BLOCK_V]
     else:
         child = head
         for _ in range(rejected):

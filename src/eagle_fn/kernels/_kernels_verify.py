@@ -57,7 +57,7 @@ def verify_build_kernel(
         # Request r's FULL block follows N rows of seq_len + N cells per earlier request.
         start = n * (_sum_before(seq_lens_ptr, row, 256) + row * n) + seq_len
     for first_row in range(0, n, ROWS):
-        rows = first_row + tl.arange(0, ROWS)
+        rows = first_row + tl.arange(0, ROWS)  # [ROWS]
         _links(parent, node, rows, n, next_ptr + base, sibling_ptr + base)
         if MODE != 1:
             visible = _walk_rows(parent, node, rows, n, num_steps)  # [ROWS, BLOCK_N]
@@ -83,11 +83,11 @@ def _parent_nodes(
     wanted = tl.load(parent_row + slot, mask=in_table, other=0)
     first = tl.full([BLOCK_N], 0, tl.int32) + n  # n: not found
     for start in range(0, n - 1, CHUNK):
-        position = start + tl.arange(0, CHUNK)
+        position = start + tl.arange(0, CHUNK)  # [CHUNK]
         candidate = tl.load(selected_row + position, mask=position < n - 1, other=0)
         hit = (wanted[:, None] == candidate[None, :]) & (position < n - 1)[None, :]
         first = tl.minimum(first, tl.min(tl.where(hit, position[None, :], n), axis=1))
-    linked = tl.where(in_table & (first < n), first + 1, -1)
+    linked = tl.where(in_table & (first < n), first + 1, -1)  # [BLOCK_N]
     return tl.where(selected_node & (slot == 0), 0, linked)
 
 
@@ -96,15 +96,15 @@ def _walk_all(parent, node, n, num_steps, BITS: tl.constexpr):
     """Depth (visited nodes) and bit-packed visibility of every node's bounded root walk."""
     cur = node
     active = (node > 0) & (node < n)
-    depth = tl.zeros_like(node).to(tl.int64)
+    depth = tl.zeros_like(node).to(tl.int64)  # [BLOCK_N]
     bits = tl.full(node.shape, 1, tl.int64)  # the root column
     for _ in range(num_steps):
         if BITS:
             bits = bits | tl.where(active, tl.full(node.shape, 1, tl.int64) << cur.to(tl.int64), 0)
         depth += active.to(tl.int64)
-        up = tl.gather(parent, cur, 0)
+        up = tl.gather(parent, cur, 0)  # [BLOCK_N]
         active = active & (up > 0)
-        cur = tl.where(active, up, cur)
+        cur = tl.where(active, up, cur)  # [BLOCK_N]
     return depth, bits
 
 
@@ -116,9 +116,9 @@ def _walk_rows(parent, node, rows, n, num_steps):
     visible = (node[None, :] == 0) & (rows >= 0)[:, None]
     for _ in range(num_steps):
         visible = visible | (active[:, None] & (cur[:, None] == node[None, :]))
-        up = tl.gather(parent, cur, 0)
+        up = tl.gather(parent, cur, 0)  # [BLOCK_N]
         active = active & (up > 0)
-        cur = tl.where(active, up, cur)
+        cur = tl.where(active, up, cur)  # [BLOCK_N]
     return visible
 
 

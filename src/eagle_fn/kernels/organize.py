@@ -108,13 +108,13 @@ def _organize_tree_kernel(
     # One program per request row. Candidate g is selected when fewer than N - 1 candidates
     # beat it; its output slot is the number of selected candidates below it (ascending order).
     row = tl.program_id(0).to(tl.int64)
-    lanes = tl.arange(0, BLOCK)
+    lanes = tl.arange(0, BLOCK)  # [BLOCK]
     selected = tl.full([], 0, tl.int32)  # selected candidates in earlier tiles
     for g0 in range(0, W, BLOCK):
         g = g0 + lanes  # [BLOCK]
         key_g = _keys(g, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
                       s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
-        better = tl.zeros([BLOCK], tl.int32)
+        better = tl.zeros([BLOCK], tl.int32)  # [BLOCK]
         for h0 in range(0, W, BLOCK):
             h = h0 + lanes  # [BLOCK]
             key_h = _keys(h, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,

@@ -141,14 +141,14 @@ def _next_step_kernel(
 ):  # fmt: skip
     # One program per request row; candidate g of k * k is kept at position rank(g) < k.
     row = tl.program_id(0).to(tl.int64)
-    lanes = tl.arange(0, BLOCK)
+    lanes = tl.arange(0, BLOCK)  # [BLOCK]
     for g0 in range(0, K * K, BLOCK):
         g = g0 + lanes  # [BLOCK]
         valid = g < K * K
         product = _expand(g, row, valid, p_ptr, scores_ptr, expand_out, K, WIDE)  # [BLOCK]
         tl.store(expand_out + row * K * K + g, product, mask=valid)
         key_g = tl.where(valid, rank_key(product, WIDE), float("-inf"))
-        better = tl.zeros([BLOCK], tl.int32)
+        better = tl.zeros([BLOCK], tl.int32)  # [BLOCK]
         for h0 in range(0, K * K, BLOCK):
             h = h0 + lanes  # [BLOCK]
             valid_h = h < K * K
