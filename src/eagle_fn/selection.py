@@ -6,6 +6,7 @@ scores first, NaN counted as -inf, equal scores by the lower index.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -67,13 +68,20 @@ def select_top_k(
 
 
 def select_core(
-    cfg: DraftConfig, step: int, topk_p: Tensor, topk_index: Tensor, scores: Tensor | None
+    cfg: DraftConfig,
+    step: int,
+    topk_p: Tensor,
+    topk_index: Tensor,
+    scores: Tensor | None,
+    first: Callable[..., DraftStep] | None = None,
+    later: Callable[..., DraftStep] | None = None,
 ) -> DraftStep:
-    """:func:`select_top_k` without its checks."""
+    """:func:`select_top_k` without its checks; ``first``/``later`` replace the step functions
+    (the fused kernels pass theirs)."""
     if step == 0:
-        return first_step(cfg, topk_p, topk_index)
+        return (first or first_step)(cfg, topk_p, topk_index)
     assert scores is not None  # checked by select_args; narrows the type
-    return next_step(cfg, step, topk_p, topk_index, scores)
+    return (later or next_step)(cfg, step, topk_p, topk_index, scores)
 
 
 def first_step(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -> DraftStep:

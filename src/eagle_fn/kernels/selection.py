@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -16,18 +18,6 @@ from ..types import DraftStep
 from ._floats import narrow, widen
 from ._ops import block, fused, launcher, register_op
 from ._rank import count_better, rank_key
-
-
-def select_core(
-    cfg: DraftConfig, step: int, topk_p: Tensor, topk_index: Tensor, scores: Tensor | None
-) -> DraftStep:
-    """:func:`eagle_fn.selection.select_core` in one launch: at step 0 the tables of
-    ``hidden_index`` and ``parents_entry`` (the rest are views of the inputs); later, every
-    computed field (``token_entry`` is a view of ``topk_index``)."""
-    if step == 0:
-        return first_step(cfg, topk_p, topk_index)
-    assert scores is not None  # checked by select_args; narrows the type
-    return next_step(cfg, step, topk_p, topk_index, scores)
 
 
 def first_step(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -> DraftStep:
@@ -166,4 +156,5 @@ def _next_step_kernel(
 
 first_step_op = register_op("select_top_k_first", _first_impl, _first_fake, _first_step_kernel)
 next_step_op = register_op("select_top_k_next", _next_impl, _next_fake, _next_step_kernel)
+select_core = functools.partial(selection.select_core, first=first_step, later=next_step)
 select_top_k = fused(selection.select_top_k, selection.select_args, select_core)
