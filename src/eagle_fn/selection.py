@@ -90,6 +90,13 @@ def first_step(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -> DraftSte
     device = topk_index.device
     hidden_index = torch.arange(bs, device=device).repeat_interleave(k)  # [bs * k]
     parents = torch.arange(-1, k, device=device).repeat(bs, 1)  # [bs, k + 1]
+    return first_entries(topk_p, topk_index, hidden_index, parents)
+
+
+def first_entries(
+    topk_p: Tensor, topk_index: Tensor, hidden_index: Tensor, parents: Tensor
+) -> DraftStep:
+    """Step 0's :class:`~eagle_fn.DraftStep`: views of the inputs and the two index tables."""
     return DraftStep(
         input_ids=topk_index.flatten(),  # [bs * k]
         hidden_index=hidden_index,

@@ -21,15 +21,8 @@ from ._rank import count_better, rank_key
 
 
 def first_step(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -> DraftStep:
-    hidden_index, parents = first_step_op(topk_index, cfg.topk)
-    return DraftStep(
-        input_ids=topk_index.flatten(),  # [bs * k]
-        hidden_index=hidden_index,
-        scores=topk_p,
-        score_entry=topk_p.unsqueeze(1),  # [bs, 1, k]
-        token_entry=topk_index,
-        parents_entry=parents,
-    )
+    """Step 0 with one launch for ``hidden_index`` and ``parents_entry``."""
+    return selection.first_entries(topk_p, topk_index, *first_step_op(topk_index, cfg.topk))
 
 
 def next_step(
