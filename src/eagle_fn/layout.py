@@ -51,7 +51,8 @@ def build_verify_tree(
         seq_lens: verified tokens of each request before this round, int64.
         mask_mode: the tree-mask layout.
         seq_lens_sum: ``sum(seq_lens)``, sizes the FULL mask without a host sync; derived
-            from ``seq_lens`` (one device sync) when omitted. Ignored by the other modes.
+            from ``seq_lens`` (one device sync) when omitted. A wrong value cannot be
+            detected without that sync: cells past the length are dropped. FULL only.
 
     Shapes: ``bonus_tokens, seq_lens [bs]`` -> see :class:`VerifyTree`.
 
