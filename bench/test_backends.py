@@ -62,12 +62,13 @@ class FakeBenchmark:
 @pytest.mark.parametrize("disabled", [True, False], ids=["disabled", "timed"])
 def test_an_interpreted_triton_row_is_checked_then_not_timed(fake_kernels, monkeypatch, disabled):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    args = (TREE_TARGET.config, *inputs.draft_lists(TREE_TARGET.config, 2))
+    case = TREE_TARGET.at_bs(2)
+    args = (case.config, *inputs.draft_lists(case.config, case.bs))
     bench = FakeBenchmark(disabled)
 
     def run():
         backends.record_backend(
-            bench, "organize_tree", TREE_TARGET, "organize_tree", "triton", *args, device=CPU
+            bench, "organize_tree", case, "organize_tree", "triton", *args, device=CPU
         )
 
     if disabled:  # the smoke run: recorded once, untimed, beside torch's row
@@ -84,3 +85,15 @@ def test_an_interpreted_triton_row_is_checked_then_not_timed(fake_kernels, monke
     )
     with pytest.raises(AssertionError):
         run()
+
+
+def test_an_interpreted_triton_row_at_a_large_batch_is_skipped(fake_kernels, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    case = TREE_TARGET  # bs 32
+    args = (case.config, *inputs.draft_lists(case.config, case.bs))
+    bench = FakeBenchmark(True)
+    with pytest.raises(pytest.skip.Exception, match="checked at bs <= 8"):
+        backends.record_backend(
+            bench, "organize_tree", case, "organize_tree", "triton", *args, device=CPU
+        )
+    assert bench.calls == 0
