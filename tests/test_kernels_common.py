@@ -17,6 +17,12 @@ import eagle_fn
 from eagle_fn.kernels import _floats, _ops, _slots
 from kernel_support import KERNEL_DEVICES
 
+from kernel_probe import interpreter_problem
+
+pytestmark = pytest.mark.skipif(
+    interpreter_problem() is not None, reason=str(interpreter_problem())
+)
+
 _INT = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
 
 

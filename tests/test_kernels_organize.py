@@ -15,6 +15,12 @@ from eagle_fn.profiling import OpCounter
 from helpers import assert_trees_equal
 from kernel_support import KERNEL_DEVICES, SCORE_DTYPES, hard_scores, resolved
 
+from kernel_probe import interpreter_problem
+
+pytestmark = pytest.mark.skipif(
+    interpreter_problem() is not None, reason=str(interpreter_problem())
+)
+
 # The interpreter runs a kernel in Python: keep the property tests to small drafts.
 FEW = settings(max_examples=25)
 

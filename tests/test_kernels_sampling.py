@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from drafts import KINDS
 from eagle_fn import DraftConfig, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
+from kernel_probe import interpreter_problem
 from sampling_inputs import (
     COIN_KINDS,
     ROW_KINDS,
@@ -36,6 +37,10 @@ from sampling_inputs import (
     random_links,
     sampling_configs,
     target_rows,
+)
+
+pytestmark = pytest.mark.skipif(
+    interpreter_problem() is not None, reason=str(interpreter_problem())
 )
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

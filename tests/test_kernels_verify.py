@@ -39,6 +39,7 @@ from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
 from helpers import assert_matches
+from kernel_probe import interpreter_problem
 from kernel_trees import (
     agreeing_target,
     malformed_tree,
@@ -48,6 +49,10 @@ from kernel_trees import (
     small_configs,
 )
 from trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE
+
+pytestmark = pytest.mark.skipif(
+    interpreter_problem() is not None, reason=str(interpreter_problem())
+)
 
 I64 = torch.int64
 INTERPRETED = interpreted(kverify.verify_build_kernel)

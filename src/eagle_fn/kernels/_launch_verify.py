@@ -79,9 +79,8 @@ def launch(
             list(outputs), list(inputs), list(scalars), kernel.fn.__name__, programs, values
         )
         return
-    torch.library.wrap_triton(kernel)[(programs,)](
-        *tensors, *scalars, num_warps=num_warps, **constexprs
-    )
+    launchable = kernel if interpreted(kernel) else torch.library.wrap_triton(kernel)
+    launchable[(programs,)](*tensors, *scalars, num_warps=num_warps, **constexprs)
 
 
 def next_power_of_2(n: int) -> int:

@@ -43,8 +43,9 @@ def register_op(
 
 
 def launcher(kernel: Any) -> Any:
-    """The kernel as a traceable launch (``wrap_triton``), or itself when interpreted."""
-    return torch.library.wrap_triton(kernel)
+    """The kernel as a traceable launch (``wrap_triton``), or itself when interpreted (some
+    torch releases' ``wrap_triton``, 2.11's, refuse an interpreted function)."""
+    return kernel if isinstance(kernel, InterpretedFunction) else torch.library.wrap_triton(kernel)
 
 
 def block(width: int) -> int:

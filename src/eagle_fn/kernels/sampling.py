@@ -113,7 +113,9 @@ def _launch(
     wide: bool,
 ) -> None:
     n, vocab, num_steps, total, block_n, block_v = sizes
-    torch.library.wrap_triton(verify_sampling_kernel)[(outputs[1].shape[0],)](
+    kernel = verify_sampling_kernel
+    launchable = kernel if _interpreted() else torch.library.wrap_triton(kernel)
+    launchable[(outputs[1].shape[0],)](
         *inputs, *outputs, n, vocab, num_steps, total, *thresholds,
         HAS_DRAFT=has_draft, WIDE=wide, BLOCK_N=block_n, BLOCK_V=block_v, num_warps=4,
     )  # fmt: skip

@@ -1,0 +1,42 @@
+"""Whether this Triton's CPU interpreter can run eagle_fn's kernels at all.
+
+Without a GPU the kernel tests run the kernels in Triton's interpreter, whose coverage grows
+with Triton releases: older ones (the 3.6 and 3.8 that torch 2.11's and 2.14's CUDA wheels pull
+in) fail on constructs the compiler accepts. One tiny call of every public kernel decides; a
+failure skips the kernel tests with its reason instead of failing them on the interpreter.
+"""
+
+import functools
+import os
+
+import torch
+
+
+@functools.cache
+def interpreter_problem():
+    """None when the interpreter runs every kernel (or a GPU is used instead), else why not."""
+    if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1":
+        return None
+    try:
+        _run_every_kernel()
+    except Exception as error:  # an interpreter limit, whatever its type
+        return f"this Triton's interpreter cannot run the kernels: {type(error).__name__}: {error}"
+    return None
+
+
+def _run_every_kernel():
+    from eagle_fn import DraftConfig, DraftTree, draw_uniforms, kernels
+
+    cfg = DraftConfig(2, 2, 4)
+    step0 = kernels.select_top_k(cfg, 0, torch.tensor([[0.6, 0.4]]), torch.tensor([[7, 9]]))
+    p, index = torch.tensor([[0.5, 0.5], [0.9, 0.1]]), torch.tensor([[1, 2], [3, 4]])
+    step1 = kernels.select_top_k(cfg, 1, p, index, step0.scores)
+    steps = (step0, step1)
+    lists = [[s.score_entry for s in steps], [s.token_entry for s in steps]]
+    tree = kernels.organize_tree(cfg, *lists, [s.parents_entry for s in steps])
+    assert isinstance(tree, DraftTree)
+    one = torch.tensor([1])
+    vt = kernels.build_verify_tree(cfg, tree, one, one)
+    kernels.verify_greedy(cfg, vt, torch.zeros(4, dtype=torch.int64))
+    probs = torch.full((4, 5), 0.2)
+    kernels.verify_sampling(cfg, vt, probs, *draw_uniforms(1, 4))
