@@ -88,24 +88,20 @@ def compile_fn(
 ) -> Any:
     """``fn`` compiled as one full graph with the given dynamic arguments, or ``fn`` itself.
 
-    ``shapes`` maps parameter names of ``fn`` to their dynamic description; every other
-    argument is static (a new value compiles a new graph). Batch sizes are unbacked: plain
-    ``dynamic=True`` specializes sizes 0 and 1 and would compile more graphs. Each call has
-    its own recompile budget, so many configs never exhaust a shared one. No global dynamo
-    or inductor setting of the host process is changed, and no caller's tensor is written.
+    Arguments not in ``shapes`` are static; batch sizes are unbacked (``dynamic=True`` would
+    specialize 0 and 1). Each compile has its own recompile budget; no global dynamo or
+    inductor setting changes and no caller's tensor is written (docs/design.md).
 
     Args:
         fn: the pure function to compile.
         enabled: ``False`` returns ``fn`` unchanged.
         shapes: parameter name -> :class:`Batch`, :class:`BatchList` or :class:`UnbackedInt`.
-        features: what torch offers; detected when ``None`` (tests force the fallback here).
-        backend: the ``torch.compile`` backend; benchmarks weigh ``"eager"`` against it.
-        options: inductor options in place of eagle_fn's (benchmarks weigh the variants).
+        features: what torch offers; detected when ``None`` (tests force the fallback).
+        backend, options: ``torch.compile``'s, in place of eagle_fn's (benchmarks weigh them).
 
     Example:
-        >>> double = compile_fn(lambda x: 2 * x, enabled=False, shapes={"x": Batch(1)})
-        >>> double(torch.tensor([1, 2])).tolist()
-        [2, 4]
+        >>> compile_fn(abs, enabled=False, shapes={}) is abs
+        True
     """
     if not enabled:
         return fn

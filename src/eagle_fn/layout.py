@@ -58,11 +58,8 @@ def build_verify_tree(
 
     Example:
         >>> cfg = DraftConfig(topk=2, num_steps=2, num_draft_tokens=4)
-        >>> tree = DraftTree(
-        ...     parent_list=torch.tensor([[-1, 0, 1]]),
-        ...     top_scores_index=torch.tensor([[0, 1, 2]]),  # candidate 2 is a child of 0
-        ...     draft_tokens=torch.tensor([[7, 9, 4]]),
-        ... )
+        >>> t = torch.tensor  # candidate 2 is a child of candidate 0:
+        >>> tree = DraftTree(t([[-1, 0, 1]]), t([[0, 1, 2]]), t([[7, 9, 4]]))
         >>> vt = build_verify_tree(cfg, tree, torch.tensor([5]), torch.tensor([10]))
         >>> vt.draft_tokens.tolist(), vt.positions.tolist()
         ([5, 7, 9, 4], [10, 11, 11, 12])

@@ -87,11 +87,9 @@ def target_probs_from_logits(
 ) -> Tensor:
     """The target's sampling distribution at every node, per request (docs/semantics.md §9).
 
-    A request's rows share its parameters. NaN logits count as ``-inf``. Temperature ``<= 0``
-    gives one-hot rows at the first largest logit, so greedy rows of a mixed batch verify
-    exactly as :func:`~eagle_fn.verify_greedy`. Otherwise softmax, then top-k, then top-p,
-    renormalized; a row without positive mass comes back all zero (docs/sampling.md has the
-    rules and SGLang's fallback). Temperatures must be finite (checking would sync).
+    NaN logits count as ``-inf``. Temperature ``<= 0`` gives one-hot rows at the first largest
+    logit (greedy rows verify exactly as :func:`~eagle_fn.verify_greedy`); otherwise softmax,
+    top-k, top-p, renormalized (docs/sampling.md). Temperatures must be finite (unchecked).
 
     Args:
         logits: the target's logits at every node.

@@ -44,33 +44,29 @@ def verify_sampling(
 ) -> GreedyVerdict:
     """Accepts drafts so that the emitted tokens follow the target (docs/semantics.md §9).
 
-    Target-only (SGLang's ``tree_speculative_sampling_target_only``) for any tree; rejection
-    sampling against ``draft_probs`` for chains. Thresholds at 1 are lossless. Coins must lie
-    in ``[0, 1)`` (checking would sync). docs/sampling.md has the details.
+    Target-only (SGLang's) for any tree, rejection sampling against ``draft_probs`` for
+    chains; lossless with thresholds at 1. Coins in ``[0, 1)`` (unchecked): docs/sampling.md.
 
     Args:
         cfg: the draft configuration.
         verify_tree: from :func:`~eagle_fn.build_verify_tree`.
         target_probs: row ``j`` is the target's distribution after node ``j``.
-        uniforms: ``uniforms[:, j]`` is the coin used among node ``j``'s children.
-        final_uniforms: the coin of the final token.
-        threshold_single, threshold_acc: accept when ``q >= threshold_single`` or
-            ``coin <= acc / threshold_acc``.
+        uniforms, final_uniforms: the coins among node ``j``'s children, and the final one.
+        threshold_single, threshold_acc: accept if ``q >= single`` or ``coin <= acc / acc_t``.
         draft_probs: row ``j`` is the draft's distribution that drew node ``j + 1``.
 
     Shapes: ``target_probs, draft_probs [bs, N, V]`` or ``[bs * N, V]``, ``uniforms [bs, N]``,
     ``final_uniforms [bs]`` -> as :func:`~eagle_fn.verify_greedy`'s.
 
     Example:
-        >>> cfg = DraftConfig.chain(2)
-        >>> t = torch.tensor
+        >>> cfg, t = DraftConfig.chain(2), torch.tensor
         >>> tree = DraftTree(t([[-1, 0]]), t([[0, 1]]), t([[1, 2]]))
         >>> vt = build_verify_tree(cfg, tree, t([0]), t([3]))
         >>> q = t([[0.1, 0.6, 0.2, 0.1], [0.5, 0.0, 0.3, 0.2], [0.0, 0.0, 0.0, 1.0]])
         >>> # Coin .5 <= q(1) = .6 accepts node 1; .4 > q(2) = .3 rejects node 2; the final coin
         >>> # .8 lands at index 3 of [.5, 0, 0, .2] (token 2 removed).
-        >>> verdict = verify_sampling(cfg, vt, q, t([[0.5, 0.4, 0.9]]), t([0.8]))
-        >>> verdict.accept_index.tolist(), verdict.num_accepted.tolist(), verdict.predicts.tolist()
+        >>> v = verify_sampling(cfg, vt, q, t([[0.5, 0.4, 0.9]]), t([0.8]))
+        >>> v.accept_index.tolist(), v.num_accepted.tolist(), v.predicts.tolist()
         ([[0, 1, -1]], [1], [1, 3, 0])
     """
     args = (cfg, verify_tree, target_probs, uniforms, final_uniforms)

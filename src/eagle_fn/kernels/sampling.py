@@ -86,18 +86,11 @@ def _verify_sampling(
         uniforms.contiguous(), final_uniforms.contiguous(),
     ]  # fmt: skip
     outputs = [accept_index, num_accepted, predicts]
-    sizes = [
-        n,
-        vocab,
-        num_steps,
-        bs * n,
-        _next_power_of_2(n),
-        min(BLOCK_V, _next_power_of_2(vocab)),
-    ]
+    blocks = [_next_power_of_2(n), min(BLOCK_V, _next_power_of_2(vocab))]
+    sizes = [n, vocab, num_steps, bs * n, *blocks]
     thresholds = [threshold_single, threshold_acc]
     if _interpreted() and not all(type(t) is Tensor for t in (*inputs, *outputs)):
-        # The interpreter reads real memory: while tracing (fake tensors), record an opaque
-        # launch that replays on real ones.
+        # The interpreter reads real memory: tracing records an opaque launch instead.
         _interpreted_launch(outputs, inputs, sizes, thresholds, has_draft, wide)
     else:
         _launch(outputs, inputs, sizes, thresholds, has_draft, wide)
