@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-COPY_PREFIXES = ("Memcpy", "Memset")  # kineto's names for copies and fills on the device
+from eagle_fn.profiling import COPY_EVENTS
 
 
 class DeviceCounts(NamedTuple):
@@ -97,7 +97,7 @@ def device_counts(events: Iterable[Any]) -> DeviceCounts:
     for event in events:
         if event.device_type != torch.autograd.DeviceType.CUDA:
             continue
-        if event.name.startswith(COPY_PREFIXES):
+        if event.name.startswith(COPY_EVENTS):
             copies += 1
         else:
             kernels += 1

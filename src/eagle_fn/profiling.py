@@ -61,8 +61,13 @@ def count_ops(fn: Callable[..., object], /, *args: object, **kwargs: object) -> 
     return counter.total
 
 
+COPY_EVENTS = ("Memcpy", "Memset")  # kineto's names for device copies and fills
+
+
 def count_kernels(fn: Callable[..., object], /, *args: object, **kwargs: object) -> int:
-    """CUDA kernels launched by one call ``fn(*args, **kwargs)``, from ``torch.profiler``.
+    """CUDA kernels launched by one call ``fn(*args, **kwargs)``, from ``torch.profiler``;
+    device copies and fills (``Memcpy``/``Memset`` events) are not kernels and not counted,
+    as in the bench's ``kernels`` figure.
 
     Call it after a warm-up call: a first call may compile or allocate.
     """
@@ -71,7 +76,8 @@ def count_kernels(fn: Callable[..., object], /, *args: object, **kwargs: object)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn(*args, **kwargs)
         torch.cuda.synchronize()
-    return sum(1 for event in prof.events() if event.device_type == DeviceType.CUDA)
+    device = [event for event in prof.events() if event.device_type == DeviceType.CUDA]
+    return sum(1 for event in device if not event.name.startswith(COPY_EVENTS))
 
 
 def time_us(
