@@ -5,8 +5,8 @@ import pytest
 import inputs
 from cases import CHAIN_TARGET, MAX_BS, TREE_TARGET, params
 from eagle_fn import _compile, chain_constants
-from eagle_fn.chain import chain_core as _organize_chain
-from eagle_fn.organize import tree_core as _organize_tree
+from eagle_fn.chain import chain_core
+from eagle_fn.organize import tree_core
 from measure import record
 
 # eagle_fn compiles with {"size_asserts": False}; the others are what it was measured against.
@@ -29,7 +29,7 @@ def test_compiled_chain(benchmark, case, variant):
     constants = chain_constants(case.config, max_bs=MAX_BS, device="cpu")
     shapes = {"topk_index": _compile.Batch(2, max=MAX_BS)}
     _, topk_index = inputs.multilayer(case.bs, case.num_steps)  # [bs, S]
-    fn = compiled(_organize_chain, shapes, variant)
+    fn = compiled(chain_core, shapes, variant)
     versus = {"baseline": "organize_chain"}
     record(benchmark, f"compiled_chain_{variant}", case, fn, constants, topk_index, compare=versus)
 
@@ -44,6 +44,6 @@ def test_compiled_tree(benchmark, case, variant):
         "parents_list": _compile.BatchList(2, steps),
     }
     lists = inputs.draft_lists(case.config, case.bs)
-    fn = compiled(_organize_tree, shapes, variant)
+    fn = compiled(tree_core, shapes, variant)
     versus = {"baseline": "organize_tree_core"}
     record(benchmark, f"compiled_tree_{variant}", case, fn, case.config, *lists, compare=versus)
