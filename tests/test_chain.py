@@ -82,6 +82,15 @@ def test_check_catches_a_write_through_a_returned_view(fresh_cache):
         check_constants()
 
 
+def test_check_catches_a_returned_view_reshaped_in_place(fresh_cache):
+    # The row views are handed out as they are, so an in-place reshape would reach every
+    # later caller with that bs; like any in-place op it bumps the shared version counter.
+    c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
+    organize_chain(c, torch.zeros(2, 3, dtype=torch.int64)).parent_list.unsqueeze_(0)
+    with pytest.raises(RuntimeError, match=r"ChainConstants.parents was written in place"):
+        c.check()
+
+
 def test_check_catches_writes_that_bypass_the_version_counter(fresh_cache):
     # A raw-pointer kernel bumps no version counter; .data writes model it here.
     c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")

@@ -2,15 +2,18 @@
 
 A chain's organization and most of its verify layout are constants. They are built once
 per ``(config, max_bs, device)`` (``repeat``, not ``expand``: kernels read raw memory),
-never rebound (a captured graph may hold their addresses) and handed out as row slices.
+never rebound (a captured graph may hold their addresses) and handed out as row slices:
+cut once per bs up front for eager calls (indexing a tuple costs a fraction of a slice),
+with a symbolic bs inside a compiled graph.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+from torch.compiler import is_compiling
 
 from ._memo import CachedTensors, memoized
 from .arguments import as_device, require_config, require_int
@@ -28,12 +31,19 @@ class ChainConstants(CachedTensors):
 
     Contiguous int64 (made with ``repeat``, not ``expand``: downstream kernels read raw
     memory) and shared by every caller with the same key: treat them as read-only.
+    ``rows[bs]`` is ``(parents[:bs], score_indices[:bs])``, the views eager calls return.
     """
 
     config: DraftConfig
     max_bs: int
     parents: Tensor  # [max_bs, parent_width] arange(-1, S - 1) per row
     score_indices: Tensor  # [max_bs, num_steps] arange(S) per row
+    rows: tuple[tuple[Tensor, Tensor], ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        views = ((self.parents[:bs], self.score_indices[:bs]) for bs in range(self.max_bs + 1))
+        object.__setattr__(self, "rows", tuple(views))  # [bs, parent_width], [bs, num_steps]
+        super().__post_init__()
 
     def _expected(self) -> dict[str, Tensor]:
         return _organize_tensors(self.config, self.max_bs, self.parents.device)
@@ -135,7 +145,9 @@ def organize_chain(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
 def chain_core(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
     """:func:`organize_chain` without its checks: two row slices, the tokens handed through."""
     bs = topk_index.shape[0]
-    return DraftTree(constants.parents[:bs], constants.score_indices[:bs], topk_index)
+    if is_compiling():  # one graph for every bs: slices with a symbolic bs
+        return DraftTree(constants.parents[:bs], constants.score_indices[:bs], topk_index)
+    return DraftTree(*constants.rows[bs], topk_index)
 
 
 def chain_steps_core(constants: ChainConstants, token_list: Tensors) -> DraftTree:

@@ -11,18 +11,22 @@ compiled paths declare dynamic. Nothing here reads a tensor's values: no host sy
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
+from torch.compiler import is_compiling
 
 from .arguments import require_config, require_tensor, show
 from .config import DraftConfig
 
 FLOAT, INT64 = "float", "int64"
 SCORE_DTYPES = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
+# What the fast path compares per tensor, read in C: (shape, dtype, device, layout).
+_SIGNATURE = operator.attrgetter("shape", "dtype", "device", "layout")
 _FLOATS = "a floating-point tensor (float16, bfloat16, float32 or float64)"
 
 
@@ -58,6 +62,9 @@ class Contract:
     args: tuple[tuple[str, Arg | Fields], ...]
     device_label: str | None = None  # names the device source in messages; default 1st tensor
     config: bool = True  # takes a DraftConfig first (else pass None: no config symbols)
+    rule: Callable[[DraftConfig], str] | None = None  # what a config breaks ("" if nothing)
+    # The fast path's plans by id(cfg): cheaper than hashing the config (each holds its cfg).
+    _plans: dict[int, _Plan] = field(default_factory=dict, init=False, repr=False)
 
     def check(self, cfg: object, *values: object, where: str = "", **device: Any) -> None:
         """Raises ``TypeError``/``ValueError`` naming the first argument that breaks the contract.
@@ -66,6 +73,8 @@ class Contract:
         """
         where = where or self.where
         cfg = require_config(where, cfg) if self.config else None
+        if self.rule is not None and cfg is not None and (broken := self.rule(cfg)):
+            raise ValueError(f"{where}: {broken}")
         env = symbols(cfg)
         seen = device.get("device")
         label = device.get("device_label") or self.device_label
@@ -88,24 +97,47 @@ class Contract:
         Inside a caller's ``torch.compile`` region it is True: the region's guards pin the
         shapes its eager-checked first call had, and tracing its caches would break the graph.
         """
-        if torch.compiler.is_compiling():
+        if is_compiling():
             return True
-        if self.config and type(cfg) is not DraftConfig:
+        plan = self._plans.get(id(cfg))  # only a valid config has a plan
+        if plan is not None and plan.cfg is cfg and plan.plain:
+            try:
+                seen = list(map(_SIGNATURE, values))  # one read of each attribute
+            except AttributeError:
+                return False
+            last, last_device = plan.last[0]
+            if seen == last and (device is None or device is last_device):
+                return True  # the usual call: the signature the previous call had
+        return self._fits(cfg, values, device)
+
+    def _fits(self, cfg: Any, values: Sequence[Any], device: torch.device | None) -> bool:
+        """:meth:`fits` in full: finds (or derives) the signature these sizes must have."""
+        if (self.config and type(cfg) is not DraftConfig) or (self.rule and self.rule(cfg)):
             return False
         try:
-            plan = _plan(self, cfg)
+            plan = self._plans.get(id(cfg))
+            if plan is None or plan.cfg is not cfg:
+                plan = self._plan(cfg)
             flat = values if plan.plain else self._tensors(cfg, values, self.where)
-            sizes = tuple([flat[i].shape[d] for i, d in plan.binders])
-            dtype = flat[plan.first_float].dtype if plan.first_float >= 0 else None
-            if plan.first_float >= 0 and dtype not in SCORE_DTYPES:
+            seen = list(map(_SIGNATURE, flat))
+            sizes = tuple([seen[i][0][d] for i, d in plan.binders])
+            dtype = seen[plan.first_float][1] if plan.first_float >= 0 else None
+            if dtype is not None and dtype not in SCORE_DTYPES:
                 return False  # the check names the wrong dtype
-            key = (sizes, dtype, device or flat[0].device)
+            key = (sizes, dtype, device or seen[0][2])
             expected = plan.expected.get(key)
             if expected is None:
                 expected = plan.expected.setdefault(key, _signatures(plan, cfg, *key))
-            return [(t.shape, t.dtype, t.device, t.layout) for t in flat] == expected
+            plan.last[0] = expected, key[2]
+            return seen == expected
         except (AttributeError, IndexError, TypeError, ValueError):
             return False
+
+    def _plan(self, cfg: Any) -> _Plan:
+        if len(self._plans) >= 256:  # bounded, as a cache of configs should be
+            self._plans.clear()
+        plan = self._plans[id(cfg)] = _plan(self, cfg)
+        return plan
 
     def _tensors(self, cfg: Any, values: Sequence[Any], where: str) -> list[Any]:
         """The tensor arguments in slot order, containers checked (their errors are exact)."""
@@ -150,10 +182,15 @@ class Contract:
 
 
 def contract(
-    where: str, /, device_label: str | None = None, config: bool = True, **args: Arg | Fields
+    where: str,
+    /,
+    device_label: str | None = None,
+    config: bool = True,
+    rule: Callable[[DraftConfig], str] | None = None,
+    **args: Arg | Fields,
 ) -> Contract:
     """A :class:`Contract` from keyword arguments in checking order."""
-    return Contract(where, tuple(args.items()), device_label, config)
+    return Contract(where, tuple(args.items()), device_label, config, rule)
 
 
 def fields(tuple_type: type, /, **args: Arg) -> Fields:
@@ -218,14 +255,15 @@ def _slots(contract: Contract, cfg: Any) -> tuple[_Slot, ...]:
 
 
 class _Plan(NamedTuple):
+    cfg: Any
     slots: tuple[_Slot, ...]
     binders: tuple[tuple[int, int], ...]  # (flat tensor, dim) binding each unknown symbol
     first_float: int  # flat index of the first float tensor, -1 if none
     plain: bool  # every argument is one tensor: the values are already flat
     expected: dict[tuple[Any, ...], list[Any]]  # the fast path's signatures, by key
+    last: list[tuple[Any, Any]]  # [(signature, device)] last matched: most calls repeat it
 
 
-@functools.lru_cache(maxsize=256)
 def _plan(contract: Contract, cfg: Any) -> _Plan:
     slots, known = _slots(contract, cfg), set(symbols(cfg))
     binders = []
@@ -236,7 +274,7 @@ def _plan(contract: Contract, cfg: Any) -> _Plan:
                 binders.append((i, d))
     floats = [i for i, slot in enumerate(slots) if slot.dtype == FLOAT] + [-1]
     plain = all(isinstance(spec, Arg) and spec.later is None for _, spec in contract.args)
-    return _Plan(slots, tuple(binders), floats[0], plain, {})
+    return _Plan(cfg, slots, tuple(binders), floats[0], plain, {}, [(None, None)])
 
 
 def _signatures(

@@ -18,9 +18,23 @@ ORGANIZE_TREE = contract(
     token_list=Arg("[bs, topk]", later="[bs, topk * topk]"),
     parents_list=Arg("[bs, topk + 1]", later="[bs, topk]"),
 )
-# The multi-layer layout holds one token per step: check_multilayer also requires a chain.
+
+
+def _needs_chain(cfg: DraftConfig) -> str:
+    """The multi-layer layout holds one token per step: only a chain config has that."""
+    if cfg.is_chain:
+        return ""
+    return (
+        "the multi-layer layout has one token per step and needs a chain config "
+        f"(topk == 1), got topk = {cfg.topk}"
+    )
+
+
 MULTILAYER = contract(
-    "organize_multilayer", topk_index=Arg("[bs, num_steps]"), topk_p=Arg("[bs, num_steps]", FLOAT)
+    "organize_multilayer",
+    rule=_needs_chain,
+    topk_index=Arg("[bs, num_steps]"),
+    topk_p=Arg("[bs, num_steps]", FLOAT),
 )
 
 
@@ -91,22 +105,9 @@ def organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) ->
         >>> tree.parent_list.tolist(), tree.top_scores_index.tolist(), tree.draft_tokens.tolist()
         ([[-1, 0]], [[0, 1]], [[4, 2]])
     """
-    check_multilayer(cfg, topk_p, topk_index)
+    if not MULTILAYER.fits(cfg, topk_index, topk_p):
+        MULTILAYER.check(cfg, topk_index, topk_p)
     return multilayer_core(cfg, topk_p, topk_index)
-
-
-def check_multilayer(cfg: Any, topk_p: Any, topk_index: Any, **where: Any) -> None:
-    """The multi-layer contract, which holds for chain configs only; ``where=``, ``device=``
-    and ``device_label=`` as in :meth:`~eagle_fn.contracts.Contract.check`."""
-    chain = type(cfg) is DraftConfig and cfg.is_chain
-    if chain and MULTILAYER.fits(cfg, topk_index, topk_p, device=where.get("device")):
-        return
-    if isinstance(cfg, DraftConfig) and not cfg.is_chain:
-        raise ValueError(
-            f"{where.get('where') or MULTILAYER.where}: the multi-layer layout has one token "
-            f"per step and needs a chain config (topk == 1), got topk = {cfg.topk}"
-        )
-    MULTILAYER.check(cfg, topk_index, topk_p, **where)
 
 
 def tree_core(

@@ -57,21 +57,31 @@ class DraftOrganizer:
         triton = self.backend is Backend.TRITON
         fused = frozenset(name for name, path in PATHS.items() if path.kernel and triton)
         self.compiled = compiled_paths(compile, self.device, frozenset(PATHS), fused)
-        self._warned, self._device = False, {"device": self.device, "device_label": "the worker"}
+        # The checks' keywords per method: errors name it, and tensors must be on our device.
+        self._sites: dict[str, dict[str, Any]] = {
+            method: {
+                "where": f"DraftOrganizer.{method}",
+                "device": self.device,
+                "device_label": "the worker",
+            }
+            for method in ("organize", "organize_steps", "build_verify")
+        }
+        self._warned = False
         self.reconfigure(cfg)
 
     def reconfigure(self, cfg: DraftConfig) -> None:
         """Switches to ``cfg``; constants and functions come from the shared caches."""
         self.config = require_config("DraftOrganizer.reconfigure", cfg)
         self._fns = path_functions(PATHS, cfg, self.max_bs, self.compiled, self.backend)
-        on, bound = cfg.is_chain, dict[str, Any](max_bs=self.max_bs, device=self.device)
-        self._constants = chain.chain_constants(cfg, **bound) if on else None
-        self._verify_constants = chain.chain_verify_constants(cfg, **bound) if on else None
+        self._chain, bound = cfg.is_chain, dict[str, Any](max_bs=self.max_bs, device=self.device)
+        self._constants = chain.chain_constants(cfg, **bound) if self._chain else None
+        self._verify_constants = chain.chain_verify_constants(cfg, **bound) if self._chain else None
 
     def organize(self, topk_p: Tensor, topk_index: Tensor) -> DraftTree:
         """A multi-layer draft (``[bs, num_steps]`` each) organized, as
         :func:`~eagle_fn.organize_multilayer` or :func:`~eagle_fn.organize_chain` would."""
-        organize.check_multilayer(self.config, topk_p, topk_index, **self._where("organize"))
+        if not organize.MULTILAYER.fits(self.config, topk_index, topk_p, device=self.device):
+            organize.MULTILAYER.check(self.config, topk_index, topk_p, **self._sites["organize"])
         if self._on_chain(topk_index.shape[0]):
             return self._fns["chain"](self._constants, topk_index)
         return self._fns["multilayer"](self.config, topk_p, topk_index)
@@ -81,7 +91,7 @@ class DraftOrganizer:
     ) -> DraftTree:
         """A draft loop's per-step lists organized, as :func:`~eagle_fn.organize_tree` would."""
         lists = (score_list, token_list, parents_list)
-        args = organize.tree_args(self.config, *lists, **self._where("organize_steps"))
+        args = organize.tree_args(self.config, *lists, **self._sites["organize_steps"])
         if self._on_chain(score_list[0].shape[0]):
             return self._fns["chain_steps"](self._constants, token_list)
         return self._fns["tree"](*args)
@@ -96,20 +106,21 @@ class DraftOrganizer:
         seq_lens_sum: int | None = None,
     ) -> VerifyTree:
         """``tree`` laid out for the verify pass, as :func:`~eagle_fn.build_verify_tree` would."""
-        options = {"mask_mode": mask_mode, "seq_lens_sum": seq_lens_sum}
-        where = self._where("build_verify")
-        args = layout.verify_args(self.config, tree, bonus_tokens, seq_lens, **options, **where)
+        options = {
+            "mask_mode": mask_mode,
+            "seq_lens_sum": seq_lens_sum,
+            **self._sites["build_verify"],
+        }
+        args = layout.verify_args(self.config, tree, bonus_tokens, seq_lens, **options)
         if self._on_chain(seq_lens.shape[0]):
             return self._fns["chain_verify"](self._verify_constants, tree.draft_tokens, *args[4:])
         return self._fns["verify"](*args)
 
     def _on_chain(self, bs: int) -> bool:
         """The guard: a chain config within ``max_bs`` takes the chain path."""
-        if self.config.is_chain and bs > self.max_bs and not self._warned:
+        if bs <= self.max_bs or not self._chain:
+            return self._chain
+        if not self._warned:
             self._warned = True
             warnings.warn(MaxBatchWarning.about(bs, self.max_bs), stacklevel=3)
-        return self.config.is_chain and bs <= self.max_bs
-
-    def _where(self, method: str) -> dict[str, Any]:
-        """The checks' keywords: the method's name and the worker's device."""
-        return {"where": f"DraftOrganizer.{method}", **self._device}
+        return False
