@@ -1,0 +1,93 @@
+"""The contracts' fast predicate agrees with their checks, also on its cached hit path."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eagle_fn import DraftConfig
+from eagle_fn.contracts import Arg, contract
+from eagle_fn.organize import MULTILAYER, ORGANIZE_TREE
+
+CHAIN = DraftConfig.chain(3)
+CPU, META = torch.device("cpu"), torch.device("meta")
+DTYPES = [torch.int64, torch.int32, torch.float32, torch.float16, torch.bfloat16, torch.bool]
+
+
+def passes(contract_, cfg, *values, device=None):
+    """Whether ``check`` accepts the call (the ground truth ``fits`` must not overstate)."""
+    try:
+        contract_.check(cfg, *values, device=device, device_label="the caller")
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+call = st.tuples(
+    st.integers(0, 3),  # bs of topk_index
+    st.integers(0, 3),  # bs of topk_p
+    st.integers(2, 4),  # width of topk_index (3 = num_steps fits)
+    st.sampled_from(DTYPES),
+    st.sampled_from(DTYPES),
+    st.sampled_from([None, CPU, META]),
+    st.booleans(),  # topk_p on the meta device
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(call, min_size=1, max_size=8))
+def test_fits_never_accepts_what_check_rejects(calls):
+    # A sequence of calls: each one after the first may hit the cache of the previous one.
+    for bs, p_bs, width, index_dtype, p_dtype, device, p_meta in calls:
+        topk_index = torch.zeros(bs, width, dtype=index_dtype)
+        topk_p = torch.zeros(p_bs, width, dtype=p_dtype, device=META if p_meta else CPU)
+        fits = MULTILAYER.fits(CHAIN, topk_index, topk_p, device=device)
+        assert not fits or passes(MULTILAYER, CHAIN, topk_index, topk_p, device=device)
+        exact = (index_dtype, p_dtype) == (torch.int64, torch.float32) and width == 3
+        if exact and bs == p_bs and not p_meta and device in (None, CPU):
+            assert fits  # the fast path is taken wherever the call is well formed
+
+
+def test_a_repeated_signature_still_honours_the_device():
+    topk_index, topk_p = torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3)
+    assert MULTILAYER.fits(CHAIN, topk_index, topk_p, device=CPU)
+    assert not MULTILAYER.fits(CHAIN, topk_index, topk_p, device=META)
+    assert MULTILAYER.fits(CHAIN, topk_index, topk_p)
+    assert MULTILAYER.fits(CHAIN, topk_index, topk_p, device=torch.device("cpu"))  # equal
+
+
+def test_a_config_rule_fails_the_fast_path_and_names_itself():
+    tree_cfg = DraftConfig(2, 3, 4)
+    topk_index, topk_p = torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3)
+    assert not MULTILAYER.fits(tree_cfg, topk_index, topk_p)
+    with pytest.raises(ValueError, match=r"needs a chain config \(topk == 1\), got topk = 2"):
+        MULTILAYER.check(tree_cfg, topk_index, topk_p)
+
+
+def test_equal_configs_share_nothing_but_agree():
+    # Plans are kept per config object: an equal config gets its own, with the same answer.
+    topk_index, topk_p = torch.zeros(1, 3, dtype=torch.int64), torch.zeros(1, 3)
+    assert MULTILAYER.fits(CHAIN, topk_index, topk_p)
+    assert MULTILAYER.fits(DraftConfig.chain(3), topk_index, topk_p)
+    assert not MULTILAYER.fits(DraftConfig.chain(4), topk_index, topk_p)
+
+
+def test_list_arguments_take_the_full_path():
+    cfg = DraftConfig(2, 2, 4)
+    scores = [torch.zeros(3, 1, 2), torch.zeros(3, 2, 2)]
+    tokens = [torch.zeros(3, 2, dtype=torch.int64), torch.zeros(3, 4, dtype=torch.int64)]
+    parents = [torch.zeros(3, 3, dtype=torch.int64), torch.zeros(3, 2, dtype=torch.int64)]
+    assert ORGANIZE_TREE.fits(cfg, scores, tokens, parents)
+    assert ORGANIZE_TREE.fits(cfg, scores, tokens, parents)
+    assert not ORGANIZE_TREE.fits(cfg, scores, tokens, parents[:1])
+    assert not ORGANIZE_TREE.fits(cfg, scores, tokens, [parents[0], parents[0]])
+
+
+def test_a_contract_without_config_binds_its_own_symbols():
+    pair = contract("pair", config=False, a=Arg("[n, 2]"), b=Arg("[n]", "float"))
+    a, b = torch.zeros(4, 2, dtype=torch.int64), torch.zeros(4)
+    assert pair.fits(None, a, b)
+    assert pair.fits(None, a, b)
+    assert not pair.fits(None, a, torch.zeros(5))
+    with pytest.raises(ValueError, match=r"pair: b must have shape \[n\] = \[4\], got \[5\]"):
+        pair.check(None, a, torch.zeros(5))
