@@ -57,21 +57,24 @@ def mode_from_env() -> CompileMode:
 
 
 def compiled_paths(
-    compile: object, device: torch.device, paths: frozenset[str], fused: frozenset[str]
+    compile: object, device: torch.device, paths: Mapping[str, Path], backend: Backend
 ) -> frozenset[str]:
-    """The paths to compile: all or none for ``compile=True/False``, else by the variable.
+    """The names of the paths to compile: all or none for ``compile=True/False``, else by
+    the variable.
 
-    ``auto`` never compiles the ``fused`` paths (one Triton kernel each): compiling a single
-    launch adds guard cost and fuses nothing.
+    ``auto`` never compiles a path that runs as one Triton kernel on ``backend``: compiling
+    a single launch adds guard cost and fuses nothing.
     """
+    names = frozenset(paths)
     if compile is not None:
         if not isinstance(compile, bool):
             raise TypeError(f"compile must be a bool or None, got {type(compile).__name__}")
-        return paths if compile else frozenset()
+        return names if compile else frozenset()
     mode = mode_from_env()
     if mode is CompileMode.AUTO:
-        return (paths - fused) & AUTO_COMPILED.get(device.type, frozenset())
-    return paths if mode is CompileMode.COMPILED else frozenset()
+        fused = {n for n, p in paths.items() if p.kernel and backend is Backend.TRITON}
+        return (names - fused) & AUTO_COMPILED.get(device.type, frozenset())
+    return names if mode is CompileMode.COMPILED else frozenset()
 
 
 # ---- Compiling ------------------------------------------------------------------------------

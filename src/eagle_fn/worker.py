@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from . import chain, layout, organize
-from ._backend import Backend, resolve_backend
+from ._backend import resolve_backend
 from ._compile import Path, compiled_paths, path_functions
 from .arguments import as_device, require_config, require_int
 from .config import DraftConfig
@@ -54,19 +54,8 @@ class DraftOrganizer:
         self.max_bs = require_int("DraftOrganizer", "max_bs", max_bs, 1)
         self.device = as_device("DraftOrganizer", device)
         self.backend = resolve_backend(backend, self.device)
-        triton = self.backend is Backend.TRITON
-        fused = frozenset(name for name, path in PATHS.items() if path.kernel and triton)
-        self.compiled = compiled_paths(compile, self.device, frozenset(PATHS), fused)
-        # The checks' keywords per method: errors name it, and tensors must be on our device.
-        self._sites: dict[str, dict[str, Any]] = {
-            method: {
-                "where": f"DraftOrganizer.{method}",
-                "device": self.device,
-                "device_label": "the worker",
-            }
-            for method in ("organize", "organize_steps", "build_verify")
-        }
-        self._warned = False
+        self.compiled = compiled_paths(compile, self.device, PATHS, self.backend)
+        self._site, self._warned = {"device": self.device, "device_label": "the worker"}, False
         self.reconfigure(cfg)
 
     def reconfigure(self, cfg: DraftConfig) -> None:
@@ -81,7 +70,8 @@ class DraftOrganizer:
         """A multi-layer draft (``[bs, num_steps]`` each) organized, as
         :func:`~eagle_fn.organize_multilayer` or :func:`~eagle_fn.organize_chain` would."""
         if not organize.MULTILAYER.fits(self.config, topk_index, topk_p, device=self.device):
-            organize.MULTILAYER.check(self.config, topk_index, topk_p, **self._sites["organize"])
+            where = "DraftOrganizer.organize"
+            organize.MULTILAYER.check(self.config, topk_index, topk_p, where=where, **self._site)
         if self._on_chain(topk_index.shape[0]):
             return self._fns["chain"](self._constants, topk_index)
         return self._fns["multilayer"](self.config, topk_p, topk_index)
@@ -90,8 +80,8 @@ class DraftOrganizer:
         self, score_list: Tensors, token_list: Tensors, parents_list: Tensors
     ) -> DraftTree:
         """A draft loop's per-step lists organized, as :func:`~eagle_fn.organize_tree` would."""
-        lists = (score_list, token_list, parents_list)
-        args = organize.tree_args(self.config, *lists, **self._sites["organize_steps"])
+        lists, where = (score_list, token_list, parents_list), "DraftOrganizer.organize_steps"
+        args = organize.tree_args(self.config, *lists, where=where, **self._site)
         if self._on_chain(score_list[0].shape[0]):
             return self._fns["chain_steps"](self._constants, token_list)
         return self._fns["tree"](*args)
@@ -106,21 +96,16 @@ class DraftOrganizer:
         seq_lens_sum: int | None = None,
     ) -> VerifyTree:
         """``tree`` laid out for the verify pass, as :func:`~eagle_fn.build_verify_tree` would."""
-        options = {
-            "mask_mode": mask_mode,
-            "seq_lens_sum": seq_lens_sum,
-            **self._sites["build_verify"],
-        }
-        args = layout.verify_args(self.config, tree, bonus_tokens, seq_lens, **options)
+        options = {"mask_mode": mask_mode, "seq_lens_sum": seq_lens_sum, **self._site}
+        where = "DraftOrganizer.build_verify"
+        args = layout.verify_args(self.config, tree, bonus_tokens, seq_lens, where=where, **options)
         if self._on_chain(seq_lens.shape[0]):
             return self._fns["chain_verify"](self._verify_constants, tree.draft_tokens, *args[4:])
         return self._fns["verify"](*args)
 
     def _on_chain(self, bs: int) -> bool:
         """The guard: a chain config within ``max_bs`` takes the chain path."""
-        if bs <= self.max_bs or not self._chain:
-            return self._chain
-        if not self._warned:
+        if self._chain and bs > self.max_bs and not self._warned:
             self._warned = True
             warnings.warn(MaxBatchWarning.about(bs, self.max_bs), stacklevel=3)
-        return False
+        return self._chain and bs <= self.max_bs
