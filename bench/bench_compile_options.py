@@ -39,9 +39,9 @@ def test_compiled_chain(benchmark, case, variant):
 def test_compiled_tree(benchmark, case, variant):
     steps = case.num_steps
     shapes = {
-        "score_list": _compile.BatchList(3, steps),
-        "token_list": _compile.BatchList(2, steps),
-        "parents_list": _compile.BatchList(2, steps),
+        "score_list": _compile.Batch(3, length=steps),
+        "token_list": _compile.Batch(2, length=steps),
+        "parents_list": _compile.Batch(2, length=steps),
     }
     lists = inputs.draft_lists(case.config, case.bs)
     fn = compiled(tree_core, shapes, variant)

@@ -311,9 +311,9 @@ def test_compiled_with_a_dynamic_batch_equals_eager(device):
         kernel_organize.tree_core,
         enabled=True,
         shapes={
-            "score_list": _compile.BatchList(3, lists_of),
-            "token_list": _compile.BatchList(2, lists_of),
-            "parents_list": _compile.BatchList(2, lists_of),
+            "score_list": _compile.Batch(3, length=lists_of),
+            "token_list": _compile.Batch(2, length=lists_of),
+            "parents_list": _compile.Batch(2, length=lists_of),
         },
     )
     rows = _compile.Batch(2, rows=cfg.topk)  # [bs * k, k]

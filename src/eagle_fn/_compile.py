@@ -16,7 +16,6 @@ import torch
 from ._backend import Backend
 from ._dynamic import (
     Batch,
-    BatchList,
     DynamicArg,
     TorchFeatures,
     UnbackedInt,
@@ -98,7 +97,7 @@ def compile_fn(
     Args:
         fn: the pure function to compile.
         enabled: ``False`` returns ``fn`` unchanged.
-        shapes: parameter name -> :class:`Batch`, :class:`BatchList` or :class:`UnbackedInt`.
+        shapes: parameter name -> :class:`Batch` or :class:`UnbackedInt`.
         features: what torch offers; detected when ``None`` (tests force the fallback).
         backend, options: ``torch.compile``'s, in place of eagle_fn's (benchmarks weigh them).
 
@@ -166,13 +165,11 @@ def batch_shapes(
     ``bs * N``), the other dims static; each name in ``ints`` is an :class:`UnbackedInt`."""
     params = inspect.signature(fn).parameters
 
-    def describe(shape: str, length: int | None = None) -> Batch | BatchList:
+    def describe(shape: str, length: int | None = None) -> Batch:
         dims = [d.strip() for d in shape.strip("[] ").split(",")]
         size = "_".join(dims[0].replace("*", " ").split())
         bound = max_bs if size == "bs" else None
-        if length is None:
-            return Batch(len(dims), max=bound, size=size)
-        return BatchList(len(dims), length, max=bound, size=size)
+        return Batch(len(dims), max=bound, size=size, length=length)
 
     out: dict[str, DynamicArg] = {}
     for name, shape in shapes.items():

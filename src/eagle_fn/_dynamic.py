@@ -1,8 +1,8 @@
 """Dynamic arguments in torch-neutral terms, and how the installed torch compiles them.
 
-Callers describe their dynamic arguments (:class:`Batch`, :class:`BatchList`,
-:class:`UnbackedInt`); this module finds, by feature detection (never by version string, see
-docs/torch-versions.md), what the installed torch offers, and compiles with it:
+Callers describe their dynamic arguments (:class:`Batch`, :class:`UnbackedInt`); this module
+finds, by feature detection (never by version string, see docs/torch-versions.md), what the
+installed torch offers, and compiles with it:
 
 - a shapes spec (``torch.fx.experimental.dynamic_spec`` passed to ``torch.compile`` as
   ``shapes_spec`` on torch 2.13, ``dynamic_shapes`` on 2.14), or else
@@ -14,6 +14,7 @@ Either way each path compiles one graph over every batch size, 0 and 1 included.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -35,24 +36,15 @@ class Batch:
     same size share it, different names are independent sizes. ``max`` bounds the size (all
     arguments naming it must then give the same ``max``). ``rows`` > 1 describes a flattened
     per-request layout that keeps its relation to the batch, such as
-    ``draft_tokens [bs * N]`` as ``Batch(1, rows=N)``.
+    ``draft_tokens [bs * N]`` as ``Batch(1, rows=N)``. With ``length``, the argument is a
+    list of that many such tensors (the per-step lists).
     """
 
     rank: int
     max: int | None = None
     rows: int = 1
     size: str = "bs"
-
-
-@dataclass(frozen=True)
-class BatchList:
-    """A list of ``length`` tensors, each like :class:`Batch` ``(rank, max, rows, size)``."""
-
-    rank: int
-    length: int
-    max: int | None = None
-    rows: int = 1
-    size: str = "bs"
+    length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +63,7 @@ class UnbackedInt:
             raise ValueError(f"UnbackedInt.min must be >= 0, got {self.min}")
 
 
-DynamicArg = Batch | BatchList | UnbackedInt
+DynamicArg = Batch | UnbackedInt
 
 
 # ---- What the installed torch offers --------------------------------------------------------
@@ -158,7 +150,7 @@ def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
     spec: Any = spec_module()
     sizes: dict[str, Any] = {}  # one ShapeVar per size name
 
-    def batch_first(arg: Batch | BatchList) -> object:
+    def batch_first(arg: Batch) -> object:
         if arg.size not in sizes:
             sizes[arg.size] = spec.ShapeVar(arg.size, max=arg.max)
         first = sizes[arg.size] * arg.rows if arg.rows != 1 else sizes[arg.size]
@@ -166,12 +158,12 @@ def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
 
     out: dict[str, object] = {}
     for name, arg in shapes.items():
-        if isinstance(arg, Batch):
-            out[name] = batch_first(arg)
-        elif isinstance(arg, BatchList):
-            out[name] = spec.SeqSpec([batch_first(arg) for _ in range(arg.length)])
-        else:
+        if isinstance(arg, UnbackedInt):
             out[name] = spec.IntVar(name, min=arg.min, max=arg.max)
+        elif arg.length is None:
+            out[name] = batch_first(arg)
+        else:
+            out[name] = spec.SeqSpec([batch_first(arg) for _ in range(arg.length)])
     return out
 
 
@@ -238,8 +230,8 @@ def _marked(decorators: types.ModuleType, arg: DynamicArg, value: Any) -> Any:
         carrier = _SIZE_CARRIER.expand(value)  # [value], a view
         decorators.mark_unbacked(carrier, 0)
         return carrier
-    if isinstance(arg, BatchList):
-        one = Batch(arg.rank, arg.max, arg.rows, arg.size)
+    if arg.length is not None:
+        one = dataclasses.replace(arg, length=None)
         return [_marked(decorators, one, t) for t in value]
     # detach, not view_as: a view's _base is fakified too, and its size then guarded.
     alias = value.detach()  # the same storage, a new tensor object
@@ -267,7 +259,7 @@ def _check_batches(plan: _Plan, args: list[Any], kwargs: dict[str, Any]) -> None
         if index >= len(args) and name not in kwargs:
             continue
         value = args[index] if index < len(args) else kwargs[name]
-        for t in value if isinstance(arg, BatchList) else [value]:
+        for t in value if arg.length is not None else [value]:
             if arg.size not in sizes:
                 sizes[arg.size] = t.shape[0] // arg.rows
                 if arg.max is not None:

@@ -3,9 +3,10 @@
 A contract lists an entry point's tensor arguments with symbolic shapes in the symbols of
 docs/semantics.md (``bs``, ``topk``, ``num_steps``, ``N``, ``parent_width``; a bare symbol
 not yet known, such as ``bs``, is bound by the first tensor that has it) and a dtype class;
-all of them share one device. From it come the fast predicate a valid call pays (one tuple
-comparison per tensor), the exact errors of an invalid call, and the batch dimensions the
-compiled paths declare dynamic. Nothing here reads a tensor's values: no host sync.
+all of them share one device. From it come the exact errors of an invalid call, the fast
+predicate a valid call pays (the accepted calls' signatures, remembered), and the batch
+dimensions the compiled paths declare dynamic. Nothing here reads a tensor's values: no
+host sync.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from .config import DraftConfig
 
 FLOAT, INT64 = "float", "int64"
 SCORE_DTYPES = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
-# What the fast path compares per tensor, read in C: (shape, dtype, device, layout).
-_SIGNATURE = operator.attrgetter("shape", "dtype", "device", "layout")
+# All that check reads of a tensor, read in C: equal signatures, equal verdicts.
+_SIGNATURE = operator.attrgetter("__class__", "shape", "dtype", "device", "layout")
+_REMEMBERED = 4096  # accepted signatures kept per contract (a bs range, a few dtypes)
 _FLOATS = "a floating-point tensor (float16, bfloat16, float32 or float64)"
 
 
@@ -63,8 +65,9 @@ class Contract:
     device_label: str | None = None  # names the device source in messages; default 1st tensor
     config: bool = True  # takes a DraftConfig first (else pass None: no config symbols)
     rule: Callable[[DraftConfig], str] | None = None  # what a config breaks ("" if nothing)
-    # The fast path's plans by id(cfg): cheaper than hashing the config (each holds its cfg).
-    _plans: dict[int, _Plan] = field(default_factory=dict, init=False, repr=False)
+    # The calls check accepted, as (cfg, device, *signatures), and the last one of them.
+    _accepted: set[tuple[Any, ...]] = field(default_factory=set, init=False, repr=False)
+    _last: list[tuple[Any, ...]] = field(default_factory=lambda: [()], init=False, repr=False)
 
     def check(self, cfg: object, *values: object, where: str = "", **device: Any) -> None:
         """Raises ``TypeError``/``ValueError`` naming the first argument that breaks the contract.
@@ -91,53 +94,33 @@ class Contract:
                 )
 
     def fits(self, cfg: object, *values: Any, device: torch.device | None = None) -> bool:
-        """The fast, non-raising predicate: True only where :meth:`check` passes.
+        """The fast, non-raising predicate: True exactly where :meth:`check` passes.
 
-        Float arguments must share one dtype here; :meth:`check` accepts any mix of them.
-        Inside a caller's ``torch.compile`` region it is True: the region's guards pin the
-        shapes its eager-checked first call had, and tracing its caches would break the graph.
+        :meth:`check` reads nothing of a tensor but its class, shape, dtype, device and
+        layout, so a call with the signatures of one it accepted is accepted: that lookup
+        is all a repeated call pays. Inside a caller's ``torch.compile`` region it is True:
+        the region's guards pin the shapes its eager-checked first call had.
         """
         if is_compiling():
             return True
-        plan = self._plans.get(id(cfg))  # only a valid config has a plan
-        if plan is not None and plan.cfg is cfg and plan.plain:
-            try:
-                seen = list(map(_SIGNATURE, values))  # one read of each attribute
-            except AttributeError:
-                return False
-            last, last_device = plan.last[0]
-            if seen == last and (device is None or device is last_device):
-                return True  # the usual call: the signature the previous call had
-        return self._fits(cfg, values, device)
-
-    def _fits(self, cfg: Any, values: Sequence[Any], device: torch.device | None) -> bool:
-        """:meth:`fits` in full: finds (or derives) the signature these sizes must have."""
-        if (self.config and type(cfg) is not DraftConfig) or (self.rule and self.rule(cfg)):
-            return False
         try:
-            plan = self._plans.get(id(cfg))
-            if plan is None or plan.cfg is not cfg:
-                plan = self._plan(cfg)
-            flat = values if plan.plain else self._tensors(cfg, values, self.where)
-            seen = list(map(_SIGNATURE, flat))
-            sizes = tuple([seen[i][0][d] for i, d in plan.binders])
-            dtype = seen[plan.first_float][1] if plan.first_float >= 0 else None
-            if dtype is not None and dtype not in SCORE_DTYPES:
-                return False  # the check names the wrong dtype
-            key = (sizes, dtype, device or seen[0][2])
-            expected = plan.expected.get(key)
-            if expected is None:
-                expected = plan.expected.setdefault(key, _signatures(plan, cfg, *key))
-            plan.last[0] = expected, key[2]
-            return seen == expected
-        except (AttributeError, IndexError, TypeError, ValueError):
+            flat = values if self._plain() else self._tensors(cfg, values, self.where)
+            key = (cfg, device, *map(_SIGNATURE, flat))
+            if key == self._last[0] or key in self._accepted:
+                return True
+            self.check(cfg, *values, device=device)
+        except (AttributeError, TypeError, ValueError):
             return False
+        if len(self._accepted) >= _REMEMBERED:
+            self._accepted.clear()
+        self._accepted.add(key)
+        self._last[0] = key
+        return True
 
-    def _plan(self, cfg: Any) -> _Plan:
-        if len(self._plans) >= 256:  # bounded, as a cache of configs should be
-            self._plans.clear()
-        plan = self._plans[id(cfg)] = _plan(self, cfg)
-        return plan
+    @functools.cache  # noqa: B019 (contracts are module constants: nothing to free)
+    def _plain(self) -> bool:
+        """Whether every argument is one tensor: the values are already the flat tensors."""
+        return all(isinstance(spec, Arg) and spec.later is None for _, spec in self.args)
 
     def _tensors(self, cfg: Any, values: Sequence[Any], where: str) -> list[Any]:
         """The tensor arguments in slot order, containers checked (their errors are exact)."""
@@ -252,46 +235,6 @@ def _slots(contract: Contract, cfg: Any) -> tuple[_Slot, ...]:
             shapes = [spec.shape] + [spec.later] * (cfg.num_steps - 1)
             slots += [_Slot(f"{name}[{i}]", s, spec.dtype) for i, s in enumerate(shapes)]
     return tuple(slots)
-
-
-class _Plan(NamedTuple):
-    cfg: Any
-    slots: tuple[_Slot, ...]
-    binders: tuple[tuple[int, int], ...]  # (flat tensor, dim) binding each unknown symbol
-    first_float: int  # flat index of the first float tensor, -1 if none
-    plain: bool  # every argument is one tensor: the values are already flat
-    expected: dict[tuple[Any, ...], list[Any]]  # the fast path's signatures, by key
-    last: list[tuple[Any, Any]]  # [(signature, device)] last matched: most calls repeat it
-
-
-def _plan(contract: Contract, cfg: Any) -> _Plan:
-    slots, known = _slots(contract, cfg), set(symbols(cfg))
-    binders = []
-    for i, slot in enumerate(slots):
-        for d, dim in enumerate(_dims(slot.shape)):
-            if dim.isidentifier() and dim not in known:
-                known.add(dim)
-                binders.append((i, d))
-    floats = [i for i, slot in enumerate(slots) if slot.dtype == FLOAT] + [-1]
-    plain = all(isinstance(spec, Arg) and spec.later is None for _, spec in contract.args)
-    return _Plan(cfg, slots, tuple(binders), floats[0], plain, {}, [(None, None)])
-
-
-def _signatures(
-    plan: _Plan, cfg: Any, sizes: tuple[int, ...], dtype: Any, device: torch.device
-) -> list[tuple[torch.Size, torch.dtype | None, torch.device, torch.layout]]:
-    env = symbols(cfg)
-    for (i, d), size in zip(plan.binders, sizes, strict=True):
-        env[_dims(plan.slots[i].shape)[d]] = size
-    return [
-        (
-            torch.Size(_eval(d, env) for d in _dims(slot.shape)),
-            dtype if slot.dtype == FLOAT else torch.int64,
-            device,
-            torch.strided,
-        )
-        for slot in plan.slots
-    ]
 
 
 def symbols(cfg: DraftConfig | None) -> dict[str, int]:
