@@ -28,7 +28,21 @@ SAMPLING = contract(
     uniforms=Arg("[bs, N]", FLOAT),
     final_uniforms=Arg("[bs]", FLOAT),
 )
-SAMPLING_DRAFT = Contract("verify_sampling", (*SAMPLING.args, ("draft_probs", _PROBS)))
+
+
+def _draft_needs_chain(cfg: DraftConfig) -> str:
+    if cfg.is_chain:
+        return ""
+    return (
+        "draft_probs is only defined for chains (topk == 1): rejection sampling against one "
+        "draft distribution per node cannot weigh sibling drafts; this config has "
+        f"topk = {cfg.topk}, verify it target-only (draft_probs=None)"
+    )
+
+
+SAMPLING_DRAFT = Contract(
+    "verify_sampling", (*SAMPLING.args, ("draft_probs", _PROBS)), rule=_draft_needs_chain
+)
 
 
 def verify_sampling(
@@ -70,7 +84,8 @@ def verify_sampling(
         ([[0, 1, -1]], [1], [1, 3, 0])
     """
     args = (cfg, verify_tree, target_probs, uniforms, final_uniforms)
-    return sampling_core(*sampling_args(*args, threshold_single, threshold_acc, draft_probs))
+    options = {"threshold_single": threshold_single, "threshold_acc": threshold_acc}
+    return sampling_core(*sampling_args(*args, **options, draft_probs=draft_probs))
 
 
 def sampling_core(
@@ -251,41 +266,24 @@ def _in_range(links: Tensor, n: int) -> Tensor:
 
 
 def sampling_args(
-    cfg: Any,
-    vt: Any,
-    target_probs: Any,
-    uniforms: Any,
-    final_uniforms: Any,
-    threshold_single: Any = 1.0,
-    threshold_acc: Any = 1.0,
-    draft_probs: Any = None,
+    cfg: Any, vt: Any, target_probs: Any, uniforms: Any, final_uniforms: Any, **options: Any
 ) -> tuple[Any, ...]:
-    """Checks every input of :func:`verify_sampling`; returns them as its core takes them."""
+    """Checks every input of :func:`verify_sampling` (its keyword arguments as ``options``);
+    returns them as its core takes them."""
     where = "verify_sampling"
-    if draft_probs is not None and isinstance(cfg, DraftConfig) and not cfg.is_chain:
-        raise ValueError(
-            f"{where}: draft_probs is only defined for chains (topk == 1): rejection sampling "
-            f"against one draft distribution per node cannot weigh sibling drafts; this config "
-            f"has topk = {cfg.topk}, verify it target-only (draft_probs=None)"
-        )
+    thresholds = options.pop("threshold_single", 1.0), options.pop("threshold_acc", 1.0)
+    draft_probs = options.pop("draft_probs", None)
+    if options:
+        raise TypeError(f"{where}: unexpected keyword arguments {sorted(options)}")
     contract = SAMPLING if draft_probs is None else SAMPLING_DRAFT
     values = (vt, target_probs, uniforms, final_uniforms, draft_probs)[: len(contract.args)]
     if not contract.fits(cfg, *values):
         contract.check(cfg, *values)
     if target_probs.shape[-1] < 1:
         raise ValueError(f"{where}: target_probs must have V >= 1 columns, got 0")
-    for name, value in (("threshold_single", threshold_single), ("threshold_acc", threshold_acc)):
+    for name, value in zip(("threshold_single", "threshold_acc"), thresholds, strict=True):
         _check_threshold(where, name, value)
-    return (
-        cfg,
-        vt,
-        target_probs,
-        uniforms,
-        final_uniforms,
-        threshold_single,
-        threshold_acc,
-        draft_probs,
-    )
+    return cfg, vt, target_probs, uniforms, final_uniforms, *thresholds, draft_probs
 
 
 def _check_threshold(where: str, name: str, value: object) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -61,12 +62,7 @@ class Generation(NamedTuple):
 def greedy_generate(target: ToyModel, prompts: Tensor, max_new_tokens: int) -> Tensor:
     """Plain greedy decoding of the target: ``prompts [bs, >= 2]`` -> ``[bs, max_new_tokens]``."""
     _check_generate("greedy_generate", (target,), prompts, max_new_tokens)
-    previous, last = prompts[:, -2], prompts[:, -1]
-    out = prompts.new_empty(prompts.shape[0], max_new_tokens)
-    for i in range(max_new_tokens):
-        previous, last = last, target.logits(previous, last).argmax(-1)
-        out[:, i] = last
-    return out
+    return _decode(target, prompts, max_new_tokens, lambda logits: logits.argmax(-1))
 
 
 def sample_generate(
@@ -85,11 +81,22 @@ def sample_generate(
     """
     _check_generate("sample_generate", (target,), prompts, max_new_tokens)
     temps = _temperatures("sample_generate", temperature, prompts)
-    previous, last = prompts[:, -2], prompts[:, -1]
-    out = prompts.new_empty(prompts.shape[0], max_new_tokens)
+
+    def sample(logits: Tensor) -> Tensor:
+        probs = target_probs_from_logits(logits, temps)  # [bs, V]
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # [bs]
+
+    return _decode(target, prompts, max_new_tokens, sample)
+
+
+def _decode(
+    target: ToyModel, prompts: Tensor, max_new_tokens: int, pick: Callable[[Tensor], Tensor]
+) -> Tensor:
+    """One target step per token; ``pick`` turns the logits ``[bs, V]`` into tokens ``[bs]``."""
+    previous, last = prompts[:, -2], prompts[:, -1]  # [bs] each
+    out = prompts.new_empty(prompts.shape[0], max_new_tokens)  # [bs, max_new_tokens]
     for i in range(max_new_tokens):
-        probs = target_probs_from_logits(target.logits(previous, last), temps)  # [bs, V]
-        previous, last = last, torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        previous, last = last, pick(target.logits(previous, last))
         out[:, i] = last
     return out
 
