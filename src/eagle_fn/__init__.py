@@ -8,7 +8,15 @@ from .organize import organize_multilayer, organize_tree
 from .probs import Uniforms, draw_uniforms, target_probs_from_logits
 from .sampling import verify_sampling
 from .selection import select_top_k
-from .types import DraftStep, DraftTree, GreedyVerdict, MaskMode, MaxBatchWarning, VerifyTree
+from .types import (
+    DraftStep,
+    DraftTree,
+    GreedyVerdict,
+    MaskMode,
+    MaxBatchWarning,
+    VerifyOptions,
+    VerifyTree,
+)
 from .verify import verify_greedy
 from .worker import DraftOrganizer
 
@@ -24,6 +32,7 @@ __all__ = [
     "MaskMode",
     "MaxBatchWarning",
     "Uniforms",
+    "VerifyOptions",
     "VerifyTree",
     "__version__",
     "build_verify_tree",

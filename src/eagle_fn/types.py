@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple, TypeAlias
+from typing import NamedTuple, TypeAlias, TypedDict
 
 import torch
 from torch import Tensor
@@ -46,6 +46,14 @@ class MaskMode(enum.Enum):
     FULL = "full"  # bool, per request N x (seq_len + N), prefix columns all True
     QLEN = "qlen"  # bool [bs * N * N]: row t marks t and its ancestors
     BITPACKED = "bitpacked"  # one integer per row, bit j set when column j is visible
+
+
+class VerifyOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`~eagle_fn.build_verify_tree`, for fronts that pass
+    them on (:meth:`~eagle_fn.DraftOrganizer.build_verify`); its defaults apply."""
+
+    mask_mode: MaskMode
+    seq_lens_sum: int | None
 
 
 class VerifyTree(NamedTuple):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -13,7 +13,10 @@ from ._backend import resolve_backend
 from ._compile import Path, compiled_paths, path_functions
 from .arguments import as_device, require_config, require_int
 from .config import DraftConfig
-from .types import DraftTree, MaskMode, MaxBatchWarning, Tensors, VerifyTree
+from .types import DraftTree, MaxBatchWarning, Tensors, VerifyOptions, VerifyTree
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # in typing from Python 3.11
 
 # Each path: its torch function, the contract naming its batch dims, whether it slices the
 # cached constants, the ints that vary per call, and its kernel (eagle_fn.kernels), if any.
@@ -91,14 +94,14 @@ class DraftOrganizer:
         tree: DraftTree,
         bonus_tokens: Tensor,
         seq_lens: Tensor,
-        *,
-        mask_mode: MaskMode = MaskMode.QLEN,
-        seq_lens_sum: int | None = None,
+        **options: Unpack[VerifyOptions],
     ) -> VerifyTree:
-        """``tree`` laid out for the verify pass, as :func:`~eagle_fn.build_verify_tree` would."""
-        options = {"mask_mode": mask_mode, "seq_lens_sum": seq_lens_sum, **self._site}
+        """``tree`` laid out for the verify pass, as :func:`~eagle_fn.build_verify_tree` would
+        with the same keyword arguments (``mask_mode``, ``seq_lens_sum``)."""
         where = "DraftOrganizer.build_verify"
-        args = layout.verify_args(self.config, tree, bonus_tokens, seq_lens, where=where, **options)
+        args = layout.verify_args(
+            self.config, tree, bonus_tokens, seq_lens, **options, where=where, **self._site
+        )
         if self._on_chain(seq_lens.shape[0]):
             return self._fns["chain_verify"](self._verify_constants, tree.draft_tokens, *args[4:])
         return self._fns["verify"](*args)
