@@ -82,8 +82,10 @@ def verify_args(
     where = options.get("where") or BUILD_VERIFY.where  # the rest are the check's keywords
     if options.keys() - {"where", "device", "device_label"}:
         raise TypeError(f"{where}: unexpected keyword arguments {sorted(options)}")
-    check_verify(cfg, tree, bonus_tokens, seq_lens, mode, **options)
-    total = full_mask_length(where, cfg, seq_lens, mode, seq_lens_sum)
+    tensors = (cfg, tree, bonus_tokens, seq_lens)
+    if not BUILD_VERIFY.fits(*tensors, device=options.get("device")):
+        BUILD_VERIFY.check(*tensors, **options)
+    total = mask_length(where, cfg, seq_lens, mode, seq_lens_sum)
     return cfg, *tree, bonus_tokens, seq_lens, mode, total
 
 
@@ -265,10 +267,18 @@ def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
     return mask.index_put((cell.flatten(),), visible.flatten())[:total]
 
 
-def full_mask_length(
-    where: str, cfg: DraftConfig, seq_lens: Tensor, mode: MaskMode, seq_lens_sum: object
+def mask_length(
+    where: str, cfg: DraftConfig, seq_lens: Tensor, mode: object, seq_lens_sum: object
 ) -> int:
-    """The FULL mask's length, ``N * sum(seq_lens) + bs * N * N`` (0 for other layouts)."""
+    """The FULL mask's length, ``N * sum(seq_lens) + bs * N * N`` (0 for the other layouts),
+    once ``mode`` is known to be a layout that ``cfg`` fits."""
+    if type(mode) is not MaskMode:
+        raise TypeError(f"{where}: mask_mode must be a MaskMode, got {type(mode).__name__}")
+    if mode is MaskMode.BITPACKED:
+        try:
+            bitpacked_dtype(cfg.num_draft_tokens)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
     if mode is not MaskMode.FULL:
         return 0
     if seq_lens_sum is None:
@@ -276,23 +286,3 @@ def full_mask_length(
     total = require_int(where, "seq_lens_sum", seq_lens_sum, 0)
     n = cfg.num_draft_tokens
     return n * total + seq_lens.shape[0] * n * n
-
-
-def check_verify(
-    cfg: Any, tree: Any, bonus_tokens: Any, seq_lens: Any, mode: Any, **where: Any
-) -> None:
-    """:func:`build_verify_tree`'s contract and mask mode; ``where=``, ``device=`` and
-    ``device_label=`` as in :meth:`~eagle_fn.contracts.Contract.check`."""
-    tensors = (cfg, tree, bonus_tokens, seq_lens)
-    fast = type(mode) is MaskMode and BUILD_VERIFY.fits(*tensors, device=where.get("device"))
-    if fast and (mode is not MaskMode.BITPACKED or cfg.num_draft_tokens <= 32):
-        return
-    name = where.get("where") or BUILD_VERIFY.where
-    BUILD_VERIFY.check(*tensors, **where)
-    if not isinstance(mode, MaskMode):
-        raise TypeError(f"{name}: mask_mode must be a MaskMode, got {type(mode).__name__}")
-    if mode is MaskMode.BITPACKED:
-        try:
-            bitpacked_dtype(cfg.num_draft_tokens)
-        except ValueError as error:
-            raise ValueError(f"{name}: {error}") from None
