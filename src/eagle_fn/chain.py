@@ -10,6 +10,7 @@ with a symbolic bs inside a compiled graph.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -126,6 +127,11 @@ def organize_chain(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
         >>> tree.parent_list.tolist(), tree.top_scores_index.tolist()
         ([[-1, 0, 1], [-1, 0, 1]], [[0, 1, 2], [0, 1, 2]])
     """
+    return chain_core(*chain_args(constants, topk_index))
+
+
+def chain_args(constants: Any, topk_index: Any) -> tuple[ChainConstants, Tensor]:
+    """:func:`organize_chain`'s arguments, checked, as :func:`chain_core` takes them."""
     where = "organize_chain"
     if type(constants) is not ChainConstants:
         raise TypeError(
@@ -139,7 +145,7 @@ def organize_chain(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
             f"{where}: topk_index has bs = {topk_index.shape[0]} rows, more than "
             f"constants.max_bs = {constants.max_bs}"
         )
-    return chain_core(constants, topk_index)
+    return constants, topk_index
 
 
 def chain_core(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
