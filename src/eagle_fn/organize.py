@@ -105,9 +105,15 @@ def organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) ->
         >>> tree.parent_list.tolist(), tree.top_scores_index.tolist(), tree.draft_tokens.tolist()
         ([[-1, 0]], [[0, 1]], [[4, 2]])
     """
-    if not MULTILAYER.fits(cfg, topk_index, topk_p):
-        MULTILAYER.check(cfg, topk_index, topk_p)
-    return multilayer_core(cfg, topk_p, topk_index)
+    return multilayer_core(*multilayer_args(cfg, topk_p, topk_index))
+
+
+def multilayer_args(cfg: Any, topk_p: Any, topk_index: Any, **where: Any) -> tuple[Any, ...]:
+    """:func:`organize_multilayer`'s arguments, checked, as :func:`multilayer_core` takes
+    them; ``where=``, ``device=`` and ``device_label=`` as in :func:`tree_args`."""
+    if not MULTILAYER.fits(cfg, topk_index, topk_p, device=where.get("device")):
+        MULTILAYER.check(cfg, topk_index, topk_p, **where)
+    return cfg, topk_p, topk_index
 
 
 def tree_core(

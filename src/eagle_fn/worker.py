@@ -72,12 +72,11 @@ class DraftOrganizer:
     def organize(self, topk_p: Tensor, topk_index: Tensor) -> DraftTree:
         """A multi-layer draft (``[bs, num_steps]`` each) organized, as
         :func:`~eagle_fn.organize_multilayer` or :func:`~eagle_fn.organize_chain` would."""
-        if not organize.MULTILAYER.fits(self.config, topk_index, topk_p, device=self.device):
-            where = "DraftOrganizer.organize"
-            organize.MULTILAYER.check(self.config, topk_index, topk_p, where=where, **self._site)
+        where = "DraftOrganizer.organize"
+        args = organize.multilayer_args(self.config, topk_p, topk_index, where=where, **self._site)
         if self._on_chain(topk_index.shape[0]):
             return self._fns["chain"](self._constants, topk_index)
-        return self._fns["multilayer"](self.config, topk_p, topk_index)
+        return self._fns["multilayer"](*args)
 
     def organize_steps(
         self, score_list: Tensors, token_list: Tensors, parents_list: Tensors
