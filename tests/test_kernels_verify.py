@@ -34,7 +34,7 @@ from eagle_fn import (
 from eagle_fn._compile import batch_shapes, compile_fn
 from eagle_fn.kernels import greedy as kgreedy
 from eagle_fn.kernels import verify as kverify
-from eagle_fn.kernels._launch_verify import interpreted
+from eagle_fn.kernels._ops import interpreted
 from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY

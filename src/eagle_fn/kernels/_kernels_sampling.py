@@ -5,28 +5,15 @@ file-wide lint exceptions.
 """
 
 # ruff: noqa: ANN001, ANN202, N803
-# mypy: disable-error-code="no-untyped-def"
+# mypy: disable-error-code="no-untyped-def, import-untyped, import-not-found"
 
 from __future__ import annotations
 
-from typing import Any
-
-triton: Any
-tl: Any
-try:
-    import triton  # type: ignore[import-untyped,no-redef]
-    import triton.language as tl  # type: ignore[import-untyped,no-redef]
-except ImportError:  # the torch function needs no Triton
-    triton = tl = None
-
-HAVE_TRITON = triton is not None
+import triton
+import triton.language as tl
 
 
-def _jit(fn: Any) -> Any:
-    return triton.jit(fn) if HAVE_TRITON else fn
-
-
-@_jit
+@triton.jit
 def verify_sampling_kernel(
     tokens_ptr,
     index_ptr,
@@ -87,7 +74,7 @@ def verify_sampling_kernel(
     tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
 
 
-@_jit
+@triton.jit
 def _level(
     tokens_ptr,
     next_ptr,
@@ -140,22 +127,9 @@ def _level(
     return chosen, tried
 
 
-@_jit
-def _final_draw(
-    q_ptr,
-    p_ptr,
-    tokens_ptr,
-    sibling_ptr,
-    base,
-    start,
-    head,
-    rejected,
-    coin,
-    vocab,
-    HAS_DRAFT: tl.constexpr,
-    WIDE: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-):
+@triton.jit
+def _final_draw(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, coin, vocab,
+                HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr):  # fmt: skip
     """Inverse CDF of the final row: its total, then the first running sum above
     ``coin * total``; else the last positive index, else ``vocab - 1``."""
     total = (start * 0).to(tl.float64)
@@ -181,21 +155,9 @@ def _final_draw(
     return tl.where(found < vocab, found, fallback)
 
 
-@_jit
-def _final_mass(
-    q_ptr,
-    p_ptr,
-    tokens_ptr,
-    sibling_ptr,
-    base,
-    start,
-    head,
-    rejected,
-    index,
-    vocab,
-    HAS_DRAFT: tl.constexpr,
-    WIDE: tl.constexpr,
-):
+@triton.jit
+def _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, index, vocab,
+                HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
     """The positive part of ``relu(q - removed)`` at ``index``, as float64.
 
     Target-only: the first ``rejected`` children from ``head`` (the ones the walk tried, all

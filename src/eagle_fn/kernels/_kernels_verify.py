@@ -1,18 +1,19 @@
 """Triton bodies of the verify build and greedy verification kernels (one program per request).
 
 Kernel parameters are untyped by Triton's convention and constexprs are upper case, hence the
-file-wide lint exceptions. Without Triton these stay plain, never-called functions.
+file-wide lint exceptions.
 """
 
 # ruff: noqa: ANN001, ANN202, N803
-# mypy: disable-error-code="no-untyped-def"
+# mypy: disable-error-code="no-untyped-def, import-untyped, import-not-found"
 
 from __future__ import annotations
 
-from ._launch_verify import jit, tl
+import triton
+import triton.language as tl
 
 
-@jit
+@triton.jit
 def verify_build_kernel(
     parent_ptr,
     selected_ptr,
@@ -70,7 +71,7 @@ def verify_build_kernel(
             tl.store(mask_ptr + cell, visible, mask=keep)
 
 
-@jit
+@triton.jit
 def _parent_nodes(
     parent_row, selected_row, node, topk, width, n, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr
 ):
@@ -91,7 +92,7 @@ def _parent_nodes(
     return tl.where(selected_node & (slot == 0), 0, linked)
 
 
-@jit
+@triton.jit
 def _walk_all(parent, node, n, num_steps, BITS: tl.constexpr):
     """Depth (visited nodes) and bit-packed visibility of every node's bounded root walk."""
     cur = node
@@ -108,7 +109,7 @@ def _walk_all(parent, node, n, num_steps, BITS: tl.constexpr):
     return depth, bits
 
 
-@jit
+@triton.jit
 def _walk_rows(parent, node, rows, n, num_steps):
     """The visibility rows ``rows`` of the mask: ``[ROWS, BLOCK_N]`` bool."""
     cur = rows
@@ -122,7 +123,7 @@ def _walk_rows(parent, node, rows, n, num_steps):
     return visible
 
 
-@jit
+@triton.jit
 def _links(parent, node, rows, n, next_row, sibling_row):
     """First child and next sibling of the nodes ``rows``, children in ascending order."""
     own = tl.gather(parent, rows, 0)  # [ROWS] parent of each row's node
@@ -139,7 +140,7 @@ def _links(parent, node, rows, n, next_row, sibling_row):
     )
 
 
-@jit
+@triton.jit
 def _sum_before(values_ptr, row, CHUNK: tl.constexpr):
     """``sum(values[:row])``: where a request's FULL block starts."""
     total = row * 0
@@ -149,7 +150,7 @@ def _sum_before(values_ptr, row, CHUNK: tl.constexpr):
     return total
 
 
-@jit
+@triton.jit
 def verify_greedy_kernel(
     tokens_ptr,
     index_ptr,
@@ -185,7 +186,7 @@ def verify_greedy_kernel(
     tl.store(predicts_ptr + owned, tl.where(committed, target, 0), mask=valid)
 
 
-@jit
+@triton.jit
 def _walk(
     tokens_ptr, index_ptr, next_ptr, sibling_ptr, target_ptr, row, n, num_steps, flat, node, lane
 ):
@@ -227,18 +228,18 @@ def _walk(
     return accept
 
 
-@jit
+@triton.jit
 def _clamp_link(link, n):
     return tl.minimum(tl.maximum(link, -1), n - 1)
 
 
-@jit
+@triton.jit
 def _pick(values, node, at):
     """``values[at]`` for a scalar ``at`` (a register lookup, no memory access)."""
     return tl.sum(tl.where(node == at, values, 0))
 
 
-@jit
+@triton.jit
 def _accepted(accept, owned, lane, width):
     """Which of the flat nodes ``owned`` appear in ``accept[:width]``."""
     hit = (owned[:, None] == accept[None, :]) & (lane < width)[None, :]

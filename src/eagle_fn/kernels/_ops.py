@@ -1,15 +1,33 @@
-"""Operator registration for the fused kernels: one ``eagle_fn::<name>`` op per kernel."""
+"""How every fused kernel becomes a torch operator: one op body, one registration, one launch.
+
+Each kernel family writes one typed *op body*: it allocates the outputs from shapes alone
+(``new_empty``), calls :func:`launch` once and returns the outputs. :func:`register_op` makes
+it ``torch.ops.eagle_fn.<name>``:
+
+- compiled kernels (a GPU): a ``torch.library.triton_op``. The body is also its fake, and
+  :func:`launch` goes through ``torch.library.wrap_triton``, so torch.compile traces into the
+  body and Inductor sees the kernel itself;
+- under ``TRITON_INTERPRET=1``: an opaque ``torch.library.custom_op`` with the same schema,
+  and again the body as its fake. An interpreted kernel is Python that reads real memory, so
+  :func:`launch` skips it when handed fake tensors: the fake only allocates, and opcheck,
+  make_fx and torch.compile record one opaque call that runs on real tensors.
+
+:func:`kernel_core` and :func:`fused` build the unchecked cores and the public functions from
+the torch functions, so no signature is written twice. Triton is required here; the package's
+``__init__`` says so before anything imports this module.
+"""
 
 # mypy: disable-error-code="import-untyped, import-not-found"
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import torch
-import triton
+from torch import Tensor
 from triton.runtime.interpreter import InterpretedFunction
 
 from .._backend import triton_unavailable_reason
@@ -19,41 +37,73 @@ NAMESPACE = "eagle_fn"
 MIN_BLOCK = 16
 MAX_BLOCK = 64
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-def register_op(
-    name: str, impl: Callable[..., Any], fake: Callable[..., Any], kernel: object
-) -> torch._ops.OpOverload:
-    """Registers ``impl`` as ``eagle_fn::<name>`` with ``fake`` as its shape function.
 
-    Compiled kernels register as ``torch.library.triton_op``, so torch.compile traces into
-    the launch and Inductor sees the kernel. Under ``TRITON_INTERPRET=1`` the kernel is a
-    Python function that reads real data and cannot run on the fake tensors tracing uses,
-    so there the op is an opaque ``custom_op`` with the same schema: compiled graphs call it.
-    Returns the op's ``.default`` overload, to bind once at module level.
+def interpreted(kernel: object) -> bool:
+    """Whether ``kernel`` runs in Triton's CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return isinstance(kernel, InterpretedFunction)
+
+
+def register_op(name: str, body: Callable[..., Any], kernel: object) -> torch._ops.OpOverload:
+    """Registers the op body ``body``, which launches ``kernel``, as ``eagle_fn::<name>``.
+
+    The schema comes from ``body``'s annotations. Returns the ``.default`` overload, to bind
+    once at module level.
     """
     qualname = f"{NAMESPACE}::{name}"
-    op: Any
-    if isinstance(kernel, InterpretedFunction):
-        op = torch.library.custom_op(qualname, impl, mutates_args=())
+    if interpreted(kernel):
+        torch.library.custom_op(qualname, body, mutates_args=()).register_fake(body)
     else:
-        op = torch.library.triton_op(qualname, impl, mutates_args=())
-    op.register_fake(fake)
+        torch.library.triton_op(qualname, body, mutates_args=())  # its fake is the body too
     overload: torch._ops.OpOverload = getattr(getattr(torch.ops, NAMESPACE), name).default
     return overload
 
 
-def launcher(kernel: Any) -> Any:
-    """The kernel as a traceable launch (``wrap_triton``), or itself when interpreted (some
-    torch releases' ``wrap_triton``, 2.11's, refuse an interpreted function)."""
-    return kernel if isinstance(kernel, InterpretedFunction) else torch.library.wrap_triton(kernel)
+def launch(kernel: Any, programs: Any, *args: Any, **options: Any) -> None:
+    """``kernel[(programs,)](*args, **options)`` from an op body, or nothing where it must not run.
+
+    Nothing runs for an eager batch of 0 (a traced batch is symbolic: Triton's launcher skips
+    an empty grid itself), nor for an interpreted kernel given fake tensors (the op's fake).
+    An interpreted kernel is called as it is: torch 2.11's ``wrap_triton`` refuses one.
+    """
+    if type(programs) is int and programs == 0:
+        return
+    if not interpreted(kernel):
+        torch.library.wrap_triton(kernel)[(programs,)](*args, **options)
+    elif all(type(arg) is Tensor for arg in args if isinstance(arg, Tensor)):
+        kernel[(programs,)](*args, **options)
+
+
+def power_of_2(n: int) -> int:
+    """The smallest power of 2 ``>= n``, and 1 for ``n <= 1`` (a Triton block size)."""
+    return 1 << max(n - 1, 0).bit_length()
 
 
 def block(width: int) -> int:
     """Tile edge for a ``width``-wide row: a power of two in ``[MIN_BLOCK, MAX_BLOCK]``."""
-    return max(MIN_BLOCK, min(MAX_BLOCK, triton.next_power_of_2(width)))
+    return max(MIN_BLOCK, min(MAX_BLOCK, power_of_2(width)))
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+def kernel_core(reference: F, compute: Callable[..., Any]) -> F:
+    """The torch core ``reference`` computed by ``compute``, which takes its arguments in order.
+
+    The result has ``reference``'s name, parameter names and signature by construction: the
+    worker swaps one for the other, and compiled paths key their shapes specs by parameter
+    name. Dynamo finds those names among the compiled frame's own locals, which a ``*args``
+    wrapper lacks, so the function is written out with them, as ``namedtuple`` writes its
+    ``__new__``: ``def <name>(<parameters>): return compute(<parameters>)``.
+    """
+    params = inspect.signature(reference).parameters.values()
+    if any(p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty for p in params):
+        raise TypeError(f"kernel_core forwards plain parameters only: {reference.__name__}")
+    name, names = reference.__name__, ", ".join(p.name for p in params)
+    scope: dict[str, Any] = {"compute": compute}
+    exec(f"def {name}({names}):\n    return compute({names})\n", scope)
+    core = functools.wraps(reference)(scope[name])
+    core.__module__ = compute.__module__
+    core.__doc__ = f":func:`{reference.__module__}.{name}` in one fused launch (unchecked)."
+    return cast(F, core)
 
 
 def fused(

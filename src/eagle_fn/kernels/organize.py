@@ -13,25 +13,18 @@ from torch import Tensor
 from .. import organize
 from ..config import DraftConfig
 from ..types import DraftTree, Tensors
-from ._ops import block, fused, launcher, register_op
+from ._ops import block, fused, kernel_core, launch, register_op
 from ._rank import count_better, rank_key
 from ._slots import MAX_SLOTS, load_slots, slot_args
 
 
-def tree_core(
-    cfg: DraftConfig,
-    score_list: Tensors,
-    token_list: Tensors,
-    parents_list: Tensors,
-) -> DraftTree:
-    """:func:`eagle_fn.organize.tree_core` as one launch."""
-    parent_list, top, tokens = organize_tree_op(
-        list(score_list), list(token_list), list(parents_list), cfg.topk, cfg.num_draft_tokens
-    )
-    return DraftTree(parent_list, top, tokens)
+def _tree(cfg: DraftConfig, *lists: Tensors) -> DraftTree:
+    """``tree_core``'s body: ``lists`` are the score, token and parents lists."""
+    ops_lists = [list(steps) for steps in lists]  # the schema takes lists, not tuples
+    return DraftTree(*organize_tree_op(*ops_lists, cfg.topk, cfg.num_draft_tokens))
 
 
-def _organize_fake(
+def _organize_tree(
     score_list: list[Tensor],
     token_list: list[Tensor],
     parents_list: list[Tensor],
@@ -39,30 +32,15 @@ def _organize_fake(
     num_draft_tokens: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
     first = parents_list[0]  # [bs, k + 1] int64
-    bs, steps = first.shape[0], len(parents_list)
-    width = topk * (steps - 1) + 1 if steps > 1 else 0
-    return (
-        first.new_empty((bs, width)),  # [bs, parent_width]
-        first.new_empty((bs, num_draft_tokens - 1)),  # [bs, N - 1]
-        first.new_empty((bs, num_draft_tokens - 1)),  # [bs, N - 1]
-    )
-
-
-def _organize_impl(
-    score_list: list[Tensor],
-    token_list: list[Tensor],
-    parents_list: list[Tensor],
-    topk: int,
-    num_draft_tokens: int,
-) -> tuple[Tensor, Tensor, Tensor]:
-    out = _organize_fake(score_list, token_list, parents_list, topk, num_draft_tokens)
-    parent_list, top, tokens = out
-    bs = top.shape[0]
-    if type(bs) is int and bs == 0:  # a symbolic batch of 0 is skipped by Triton's launcher
-        return out
-    k, steps = topk, len(score_list)
+    bs, k, steps = first.shape[0], topk, len(parents_list)
+    parent_width = k * (steps - 1) + 1 if steps > 1 else 0  # a plain int
+    parent_list = first.new_empty((bs, parent_width))  # [bs, parent_width]
+    top = first.new_empty((bs, num_draft_tokens - 1))  # [bs, N - 1]
+    tokens = first.new_empty((bs, num_draft_tokens - 1))  # [bs, N - 1]
     width = k + (steps - 1) * k * k  # num_candidates
-    launcher(_organize_tree_kernel)[(bs,)](
+    launch(
+        _organize_tree_kernel,
+        bs,
         *slot_args(score_list),
         *slot_args(token_list),
         *slot_args(parents_list[:-1]),
@@ -74,11 +52,11 @@ def _organize_impl(
         PARENT_SLOTS=min(steps - 1, MAX_SLOTS),
         W=width,
         N1=num_draft_tokens - 1,
-        PW=k * (steps - 1) + 1 if steps > 1 else 0,  # parent_width, a plain int
+        PW=parent_width,
         WIDE=any(t.dtype == torch.float64 for t in score_list),
         BLOCK=block(width),
     )
-    return out
+    return parent_list, top, tokens
 
 
 @triton.jit
@@ -137,7 +115,6 @@ def _organize_tree_kernel(
         tl.store(parent_out + row * PW + c, parents, mask=c < PW)
 
 
-organize_tree_op = register_op(
-    "organize_tree", _organize_impl, _organize_fake, _organize_tree_kernel
-)
+organize_tree_op = register_op("organize_tree", _organize_tree, _organize_tree_kernel)
+tree_core = kernel_core(organize.tree_core, _tree)
 organize_tree = fused(organize.organize_tree, organize.tree_args, tree_core)

@@ -16,7 +16,7 @@ from .. import selection
 from ..config import DraftConfig
 from ..types import DraftStep
 from ._floats import narrow, widen
-from ._ops import block, fused, launcher, register_op
+from ._ops import block, fused, launch, power_of_2, register_op
 from ._rank import count_better, rank_key
 
 
@@ -43,52 +43,36 @@ def next_step(
     )
 
 
-def _first_fake(topk_index: Tensor, topk: int) -> tuple[Tensor, Tensor]:
+def _first_step(topk_index: Tensor, topk: int) -> tuple[Tensor, Tensor]:
     bs = topk_index.shape[0]
-    return (
-        topk_index.new_empty((bs * topk,), dtype=torch.int64),  # [bs * k]
-        topk_index.new_empty((bs, topk + 1), dtype=torch.int64),  # [bs, k + 1]
-    )
+    hidden_index = topk_index.new_empty((bs * topk,), dtype=torch.int64)  # [bs * k]
+    parents = topk_index.new_empty((bs, topk + 1), dtype=torch.int64)  # [bs, k + 1]
+    launch(_first_step_kernel, bs, hidden_index, parents, K=topk, BLOCK=power_of_2(topk + 1))
+    return hidden_index, parents
 
 
-def _first_impl(topk_index: Tensor, topk: int) -> tuple[Tensor, Tensor]:
-    out = _first_fake(topk_index, topk)
-    bs = topk_index.shape[0]
-    if type(bs) is int and bs == 0:
-        return out
-    launcher(_first_step_kernel)[(bs,)](*out, K=topk, BLOCK=triton.next_power_of_2(topk + 1))
-    return out
-
-
-def _next_fake(
+def _next_step(
     topk_p: Tensor, topk_index: Tensor, scores: Tensor, topk: int, offset: int
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     bs = scores.shape[0]
     dtype = torch.promote_types(scores.dtype, topk_p.dtype)
-    return (
+    out = (
         topk_index.new_empty((bs * topk,), dtype=torch.int64),  # [bs * k] input_ids
         topk_index.new_empty((bs * topk,), dtype=torch.int64),  # [bs * k] hidden_index
         scores.new_empty((bs, topk), dtype=dtype),  # [bs, k] scores
         scores.new_empty((bs, topk, topk), dtype=dtype),  # [bs, k, k] score_entry
         topk_index.new_empty((bs, topk), dtype=torch.int64),  # [bs, k] parents_entry
     )
-
-
-def _next_impl(
-    topk_p: Tensor, topk_index: Tensor, scores: Tensor, topk: int, offset: int
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    out = _next_fake(topk_p, topk_index, scores, topk, offset)
-    bs = scores.shape[0]
-    if type(bs) is int and bs == 0:
-        return out
-    launcher(_next_step_kernel)[(bs,)](
+    launch(
+        _next_step_kernel,
+        bs,
         topk_p.contiguous(),
         topk_index.contiguous(),
         scores.contiguous(),
         *out,
         offset,
         K=topk,
-        WIDE=out[2].dtype == torch.float64,
+        WIDE=dtype == torch.float64,
         BLOCK=block(topk * topk),
     )
     return out
@@ -147,7 +131,7 @@ def _next_step_kernel(
         tl.store(parents_out + slot, (g + offset).to(tl.int64), mask=chosen)
 
 
-first_step_op = register_op("select_top_k_first", _first_impl, _first_fake, _first_step_kernel)
-next_step_op = register_op("select_top_k_next", _next_impl, _next_fake, _next_step_kernel)
+first_step_op = register_op("select_top_k_first", _first_step, _first_step_kernel)
+next_step_op = register_op("select_top_k_next", _next_step, _next_step_kernel)
 select_core = functools.partial(selection.select_core, first=first_step, later=next_step)
 select_top_k = fused(selection.select_top_k, selection.select_args, select_core)

@@ -11,8 +11,7 @@ from .. import layout
 from ..config import DraftConfig
 from ..types import MaskMode, VerifyTree, bitpacked_dtype
 from ._kernels_verify import verify_build_kernel
-from ._launch_verify import HAVE_TRITON, launch, next_power_of_2
-from ._ops import fused
+from ._ops import fused, kernel_core, launch, power_of_2, register_op
 
 # The op takes the mask layout as a flat int (schemas hold no enums).
 QLEN, BITPACKED, FULL = 0, 1, 2
@@ -21,25 +20,11 @@ _SIGNED = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: tor
 TILE = 4096  # elements of the [rows, N] tiles a program works on at once
 
 
-def verify_core(
-    cfg: DraftConfig,
-    parent_list: Tensor,
-    top_scores_index: Tensor,
-    draft_tokens: Tensor,
-    bonus_tokens: Tensor,
-    seq_lens: Tensor,
-    mask_mode: MaskMode,
-    total: int,
-) -> VerifyTree:
-    """:func:`build_verify_tree` without its checks, as :func:`eagle_fn.layout.verify_core`.
-
-    ``total`` is the FULL mask's length (ignored by the other layouts).
-    """
-    outputs = VERIFY_BUILD_OP(
-        parent_list, top_scores_index, draft_tokens, bonus_tokens, seq_lens,
-        cfg.topk, cfg.num_steps, mask_code(mask_mode), total,
-    )  # fmt: skip
-    return VerifyTree(*outputs)
+def _build(cfg: DraftConfig, *args: Any) -> VerifyTree:
+    """``verify_core``'s body: ``args`` are its five tensors, ``mask_mode`` and ``total``."""
+    *tensors, mask_mode, total = args
+    code = mask_code(mask_mode)
+    return VerifyTree(*VERIFY_BUILD_OP(*tensors, cfg.topk, cfg.num_steps, code, total))
 
 
 def mask_code(mode: MaskMode) -> int:
@@ -79,17 +64,14 @@ def _verify_build(
     # A one-step draft has no parent table; its loads are masked off, but the kernel still
     # takes a pointer, so it gets one that points at real memory.
     parents = parent_list.contiguous() if width > 0 else top_scores_index
-    block = next_power_of_2(n)
+    block = power_of_2(n)
     rows = min(block, max(1, TILE // block))
     launch(
-        verify_build_kernel,
-        bs,
-        (
-            parents, top_scores_index.contiguous(), draft_tokens.contiguous(),
-            bonus_tokens.contiguous(), seq_lens.contiguous(),
-        ),
-        (tokens, positions, bits, index, next_token, next_sibling),
-        (topk, num_steps, width, n, total),
+        verify_build_kernel, bs,
+        parents, top_scores_index.contiguous(), draft_tokens.contiguous(),
+        bonus_tokens.contiguous(), seq_lens.contiguous(),
+        tokens, positions, bits, index, next_token, next_sibling,
+        topk, num_steps, width, n, total,
         num_warps=1 if block * rows <= 1024 else 4,  # small tiles: no cross-warp reductions
         MODE=mask_mode,
         BLOCK_N=block,
@@ -110,10 +92,6 @@ def _empty_mask(like: Tensor, bs: Any, n: int, mode: int, total: int) -> Tensor:
     )
 
 
-VERIFY_BUILD_OP: Any = None  # torch.ops.eagle_fn.verify_build.default when Triton is installed
-if HAVE_TRITON:
-    torch.library.triton_op("eagle_fn::verify_build", _verify_build, mutates_args=())
-    VERIFY_BUILD_OP = torch.ops.eagle_fn.verify_build.default
-
-
+VERIFY_BUILD_OP = register_op("verify_build", _verify_build, verify_build_kernel)
+verify_core = kernel_core(layout.verify_core, _build)
 build_verify_tree = fused(layout.build_verify_tree, layout.verify_args, verify_core)
