@@ -13,8 +13,8 @@ whether the PTX flushes subnormals (``.ftz``), uses approximate float division, 
 or functions (``.approx``, ``div.full``), or lets a float product be fused into an add (an
 ``fma``, or an unrounded ``mul`` read by an unrounded ``add``/``sub``, which ptxas may fuse
 with FP fusion on); each would make a result differ from torch's. The machine code is not
-searched for FMAs: ptxas uses them for exact expansions (IEEE division, integer division,
-``HFMA2.MMA`` as a move).
+searched for FMAs: ptxas uses them for exact expansions (IEEE division) and ``HFMA2.MMA`` as
+a move.
 """
 
 import argparse
@@ -31,7 +31,9 @@ FLOAT_OP = re.compile(  # a float fma/mul/add/sub, possibly predicated: op, modi
 
 
 def compile_for_hopper(kernel, args, kwargs):
-    """What ``kernel[grid](*args, **kwargs)`` compiles, for sm_90 (``JITFunction.run``'s steps)."""
+    """What ``kernel[grid](*args, **kwargs)`` compiles, for sm_90: ``JITFunction.run``'s steps,
+    through its internals ``create_function_from_signature`` and ``_pack_args`` (the same in
+    Triton 3.6 and 3.9; ``ASTSource``'s signature format is too)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, compile, make_backend
     from triton.runtime.jit import create_function_from_signature
