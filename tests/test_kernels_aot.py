@@ -1,7 +1,8 @@
 """Every kernel compiles for a Hopper GPU with Triton's real compiler, into exact PTX.
 
 No interpreter and no GPU: ``kernel_aot.py`` compiles in its own process, so this module runs
-where the interpreter cannot run the kernels (Triton 3.6) as well.
+where the interpreter cannot run the kernels (Triton 3.6) as well. Skipped on a GPU machine,
+whose kernel tests compile for real, to keep its short sessions for them.
 """
 
 import os
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import eagle_fn
 import kernel_aot
@@ -18,6 +20,9 @@ import kernel_aot_variants
 EXACT = "ftz=False approx=False fma=False"
 
 
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="the kernel tests compile for this GPU; CI checks the PTX"
+)
 def test_every_kernel_compiles_for_a_hopper_gpu():
     # The interpreter runs Python that Triton's compiler may reject (an early return in a
     # constexpr branch, say): compile each kernel for sm_90 for real, in a clean process.
