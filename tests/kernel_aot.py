@@ -1,97 +1,99 @@
-"""Compiles every kernel for a Hopper GPU with Triton's real compiler; no GPU needed.
+"""Compiles every Triton kernel for a Hopper GPU (sm_90) with Triton's real compiler; no GPU.
 
-Run as a script (``python tests/kernel_aot.py``), which drops ``TRITON_INTERPRET``: the
-interpreter accepts Python the compiler rejects. Prints one line per kernel variant: its name
-and whether its PTX flushes subnormals (``.ftz``), which would break exact compares and products.
+Run as a script: ``python tests/kernel_aot.py`` compiles the CI set, ``--all`` every variant.
+The script drops ``TRITON_INTERPRET``: the interpreter accepts Python the compiler rejects.
+
+Each variant calls a public kernel's own launch code (its torch function's ``*_args`` check,
+then the kernel core) on CPU tensors with the launch recorded instead of run
+(:mod:`kernel_aot_variants`). The recorded launch is compiled as ``JITFunction.run`` compiles
+it, with sm_90 in place of the current device: the same binder, so the same signature,
+specialization (ints equal to 1, 16-divisible ints and pointers), constexprs and options
+(``num_warps``, and FP fusion at Triton's default, on). One line per variant: its name, then
+whether the PTX flushes subnormals (``.ftz``), uses approximate float division, reciprocals
+or functions (``.approx``, ``div.full``), or lets a float product be fused into an add (an
+``fma``, or an unrounded ``mul`` read by an unrounded ``add``/``sub``, which ptxas may fuse
+with FP fusion on); each would make a result differ from torch's. The machine code is not
+searched for FMAs: ptxas uses them for exact expansions (IEEE division) and ``HFMA2.MMA`` as
+a move.
 """
 
+import argparse
 import os
+import re
 import sys
 
-TYPES = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64"}
+HOPPER = ("cuda", 90, 32)  # backend, compute capability, warp size
+APPROX = re.compile(r"\.approx|div\.full")
+FLOAT_OP = re.compile(  # a float fma/mul/add/sub, possibly predicated: op, modifiers, d, a...
+    r"^\s*(?:@!?%\w+\s+)?(fma|mul|add|sub)((?:\.\w+)*?)\.b?f(?:16|32|64)(?:x2)?\s+([^,]+),([^;]*);",
+    re.M,
+)
 
 
-def build(kernel, signature, constants):
-    import triton
+def compile_for_hopper(kernel, args, kwargs):
+    """What ``kernel[grid](*args, **kwargs)`` compiles, for sm_90: ``JITFunction.run``'s steps,
+    through its internals ``create_function_from_signature`` and ``_pack_args`` (the same in
+    Triton 3.6 and 3.9; ``ASTSource``'s signature format is too)."""
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    from triton.compiler import ASTSource, compile, make_backend
+    from triton.runtime.jit import create_function_from_signature
 
-    signature = {**signature, **dict.fromkeys(constants, "constexpr")}
-    return triton.compile(ASTSource(kernel, signature, constants), target=GPUTarget("cuda", 90, 32))
-
-
-def organize_variant(k, steps, n, dtype):
-    from eagle_fn.kernels import organize
-
-    signature, constants = {}, {}
-    for prefix, kind, count in (
-        ("s", TYPES[dtype], steps),
-        ("t", "*i64", steps),
-        ("p", "*i64", steps - 1),
-    ):
-        for j in range(16):
-            if j < min(count, 16):
-                signature[f"{prefix}{j}"] = kind
-            else:
-                constants[f"{prefix}{j}"] = None
-    signature.update(parent_out="*i64", index_out="*i64", token_out="*i64")
-    width = k + (steps - 1) * k * k
-    constants.update(
-        K=k,
-        SLOTS=min(steps, 16),
-        PARENT_SLOTS=min(steps - 1, 16),
-        W=width,
-        N1=n - 1,
-        PW=k * (steps - 1) + 1 if steps > 1 else 0,
-        WIDE=dtype == "float64",
-        BLOCK=max(16, min(64, 1 << (width - 1).bit_length())),
+    target = GPUTarget(*HOPPER)
+    backend = make_backend(target)
+    bind = create_function_from_signature(kernel.signature, kernel.params, backend)
+    bound, specialization, options = bind(*args, **kwargs)
+    options, signature, constexprs, attrs = kernel._pack_args(
+        backend, kwargs, bound, specialization, options
     )
-    return build(organize._organize_tree_kernel, signature, constants)
+    source = ASTSource(kernel, signature, constexprs, attrs)
+    return compile(source, target=target, options=options.__dict__)
 
 
-def next_step_variant(k, dtype):
-    from eagle_fn.kernels import selection
-
-    ptr = TYPES[dtype]
-    signature = {
-        "p_ptr": ptr,
-        "index_ptr": "*i64",
-        "scores_ptr": ptr,
-        "ids_out": "*i64",
-        "hidden_out": "*i64",
-        "scores_out": ptr,
-        "expand_out": ptr,
-        "parents_out": "*i64",
-        "offset": "i32",
-    }
-    constants = {"K": k, "WIDE": dtype == "float64", "BLOCK": max(16, min(64, k * k))}
-    return build(selection._next_step_kernel, signature, constants)
+def fusable(ptx):
+    """Whether the PTX has a float FMA, or a product ptxas may fuse into an add: an unrounded
+    ``mul`` whose result an unrounded ``add``/``sub`` reads (explicit ``.rn`` forbids it)."""
+    products = set()
+    for op, modifiers, result, sources in FLOAT_OP.findall(ptx):
+        if op == "fma":
+            return True
+        if ".rn" in modifiers:
+            continue
+        if op == "mul":
+            products.add(result.strip())
+        elif products & {source.strip() for source in sources.split(",")}:
+            return True
+    return False
 
 
-def main():
+def report(name, compiled):
+    """The variant's line: ``name: ftz=False approx=False fma=False`` when exact."""
+    ptx = compiled.asm["ptx"]
+    flags = {"ftz": ".ftz" in ptx, "approx": bool(APPROX.search(ptx)), "fma": fusable(ptx)}
+    return f"{name}: " + " ".join(f"{key}={value}" for key, value in flags.items())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--all", action="store_true", help="every variant, not the CI set")
+    parser.add_argument("-k", default="", help="only variants whose name contains this")
+    options = parser.parse_args(argv)
     # Only here, never at import: pytest's --doctest-modules imports this file too, and the
     # kernel tests need the interpreter's kernels in their own process.
     os.environ.pop("TRITON_INTERPRET", None)
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    from eagle_fn.kernels import selection
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default, said explicitly
+    import kernel_aot_variants as variants
 
-    variants = {
-        "organize k4 S4 float32": lambda: organize_variant(4, 4, 16, "float32"),
-        "organize k2 S1 bfloat16": lambda: organize_variant(2, 1, 2, "bfloat16"),
-        "organize k8 S8 float16": lambda: organize_variant(8, 8, 64, "float16"),
-        "organize k2 S18 float64": lambda: organize_variant(2, 18, 20, "float64"),
-        "first step k4": lambda: build(
-            selection._first_step_kernel,
-            {"hidden_out": "*i64", "parents_out": "*i64"},
-            {"K": 4, "BLOCK": 8},
-        ),
-        **{f"next step k4 {d}": (lambda d=d: next_step_variant(4, d)) for d in TYPES},
-        "next step k16 float32": lambda: next_step_variant(16, "float32"),
-    }
-    for name, compile_variant in variants.items():
-        ptx = compile_variant().asm["ptx"]
-        print(f"{name}: ftz={'.ftz' in ptx}")
+    launched = set()
+    for name, launcher in variants.variants(everything=options.all):
+        if options.k not in name:
+            continue
+        ((kernel, args, kwargs),) = variants.recorded_launches(launcher)  # one launch per call
+        launched.add(kernel)
+        print(report(name, compile_for_hopper(kernel, args, kwargs)), flush=True)
+    missed = [k.fn.__name__ for k in variants.entry_kernels() if k not in launched]
+    if missed and not options.k:
+        sys.exit(f"kernels no variant launches: {missed}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

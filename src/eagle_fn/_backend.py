@@ -97,6 +97,7 @@ def interpreting() -> bool:
 
 
 @functools.cache
+@torch.compiler.assume_constant_result  # torch 2.11's dynamo cannot trace find_spec
 def triton_available() -> bool:
     """Whether ``triton`` can be imported, found without importing it (which takes seconds)."""
     return importlib.util.find_spec("triton") is not None

@@ -1,0 +1,55 @@
+"""Every kernel compiles for a Hopper GPU with Triton's real compiler, into exact PTX.
+
+No interpreter and no GPU: ``kernel_aot.py`` compiles in its own process, so this module runs
+where the interpreter cannot run the kernels (Triton 3.6) as well. Skipped on a GPU machine,
+whose kernel tests compile for real, to keep its short sessions for them.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import eagle_fn
+import kernel_aot
+import kernel_aot_variants
+
+EXACT = "ftz=False approx=False fma=False"
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="the kernel tests compile for this GPU; CI checks the PTX"
+)
+def test_every_kernel_compiles_for_a_hopper_gpu():
+    # The interpreter runs Python that Triton's compiler may reject (an early return in a
+    # constexpr branch, say): compile each kernel for sm_90 for real, in a clean process.
+    pytest.importorskip("triton.backends.nvidia", reason="needs Triton's NVIDIA backend")
+    package_root = str(Path(eagle_fn.__file__).parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
+    }
+    script = Path(__file__).with_name("kernel_aot.py")
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    # One line per CI variant, in order, each without flushes, approximations or fusions.
+    names = [name for name, _ in kernel_aot_variants.variants(everything=False)]
+    assert out.stdout.splitlines() == [f"{name}: {EXACT}" for name in names]
+
+
+@pytest.mark.parametrize(
+    ("ptx", "fusable"),
+    [
+        ("mul.f32 %f3, %f1, %f2;\nadd.f32 %f4, %f3, %f1;", True),  # ptxas may fuse these
+        ("mul.f64 %fd3, %fd1, %fd2;\nsub.f64 %fd4, %fd1, %fd3;", True),
+        ("fma.rn.f32 %f4, %f1, %f2, %f3;", True),
+        ("mul.rn.f32 %f3, %f1, %f2;\nadd.f32 %f4, %f3, %f1;", False),  # rounded: kept apart
+        ("mul.f32 %f3, %f1, %f2;\nadd.f32 %f4, %f2, %f1;", False),  # the sum skips the product
+        ("mul.lo.s32 %r3, %r1, %r2;\nadd.s32 %r4, %r3, %r1;", False),  # integers are exact
+    ],
+)
+def test_the_fusion_check_finds_products_fused_into_adds(ptx, fusable):
+    assert kernel_aot.fusable(ptx) is fusable
