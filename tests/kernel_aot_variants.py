@@ -182,7 +182,7 @@ def sampling_variants():
         coins = torch.zeros(BS, cfg.num_draft_tokens, dtype=coin_dtype)  # [bs, N]
         final = torch.zeros(BS, dtype=coin_dtype)  # [bs]
         vt = verify_tree(cfg)[2]
-        fused.sampling_core(*sampling.sampling_args(cfg, vt, q, coins, final, 1.0, 1.0, p))
+        fused.sampling_core(*sampling.sampling_args(cfg, vt, q, coins, final, draft_probs=p))
 
     for dtype in DTYPES:  # target-only on a tree; with draft probabilities on a chain
         name = f"{label(SMALL)} V32000 {dtype_name(dtype)}"
