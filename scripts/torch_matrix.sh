@@ -29,6 +29,15 @@ pytest_args=("$@")
 
 mkdir -p "$matrix_dir/logs"
 
+# The numpy requirement the installed Triton's interpreter can run with.
+numpy_for_triton='
+try:
+    import triton
+    old = tuple(int(p) for p in triton.__version__.split(".")[:2]) < (3, 8)
+except ImportError:
+    old = False
+print("numpy<2.4" if old else "numpy")'
+
 # The venv's python for a release: the TORCH_VENV_<V> override, else $MATRIX_DIR/torch-<V>,
 # made (or completed) when its torch is not that release.
 venv_python() {
@@ -42,8 +51,11 @@ venv_python() {
         echo "making $venv (torch==$version)" >&2
         [[ -x $venv/bin/python ]] || "$python" -m venv "$venv"
         # The test extra of pyproject.toml, less its linters: the suite needs no more.
-        "$venv/bin/python" -m pip install --quiet "torch==$version" numpy \
+        "$venv/bin/python" -m pip install --quiet "torch==$version" \
             "pytest>=8" "hypothesis>=6.100" >&2
+        # Triton before 3.8 (torch 2.11 ships 3.6) has an interpreter that turns scalars into
+        # ints with int(array), which numpy 2.4 refuses: its kernel tests would all skip.
+        "$venv/bin/python" -m pip install --quiet "$("$venv/bin/python" -c "$numpy_for_triton")" >&2
     fi
     echo "$venv/bin/python"
 }
