@@ -1,9 +1,10 @@
-"""Inputs for the verify-kernel tests: well-formed, malformed and adversarial trees and targets."""
+"""Inputs for the verify-kernel tests: small configs and adversarial links (malformed trees and
+agreeing targets are in trees.py, shared with the torch tests)."""
 
 import torch
 from hypothesis import strategies as st
 
-from eagle_fn import DraftConfig, DraftTree, VerifyTree
+from eagle_fn import DraftConfig, VerifyTree
 
 I64 = torch.int64
 
@@ -16,42 +17,6 @@ def small_configs(draw, max_topk=5, max_steps=5):
         return DraftConfig.chain(num_steps)
     cands = topk + (num_steps - 1) * topk**2
     return DraftConfig(topk, num_steps, draw(st.integers(2, min(cands + 1, 40))))
-
-
-def malformed_tree(cfg, bs, gen):
-    """Random parent tables and selections: missing parents, cycles, self-parents, duplicates,
-    negative and out-of-range candidates (their slots floor below 0 or past the table)."""
-    n, width = cfg.num_draft_tokens, cfg.num_candidates
-    parents = torch.randint(-2, width + 2, (bs, cfg.parent_width), generator=gen)
-    selected = torch.randint(-cfg.topk - 2, width + cfg.topk + 2, (bs, n - 1), generator=gen)
-    if torch.rand(1, generator=gen).item() < 0.5:
-        selected = torch.sort(selected, dim=1).values
-    # Point many parent slots at selected candidates so that links and cycles actually form.
-    for b in range(bs):
-        for slot in range(1, cfg.parent_width):
-            if torch.rand(1, generator=gen).item() < 0.6:
-                parents[b, slot] = selected[b, torch.randint(0, n - 1, (1,), generator=gen)]
-    tokens = torch.randint(0, 1000, (bs, n - 1), generator=gen)
-    return DraftTree(parents, selected, tokens)
-
-
-def agreeing_target(vt, gen, agree=0.8):
-    """Target predictions that usually name a child of each node (often a later sibling), so
-    that greedy walks go deep and take every branch."""
-    bs, n = vt.retrieve_index.shape
-    tokens = vt.draft_tokens.tolist()
-    first, sibling = vt.retrieve_next_token.tolist(), vt.retrieve_next_sibling.tolist()
-    target = torch.randint(0, 1000, (bs * n,), generator=gen).tolist()
-    for b in range(bs):
-        for node in range(n):
-            child = first[b][node]
-            if not 0 <= child < n or torch.rand(1, generator=gen).item() > agree:
-                continue
-            hops = 0
-            while 0 <= sibling[b][child] < n and hops < n and torch.rand(1, generator=gen) < 0.4:
-                child, hops = sibling[b][child], hops + 1
-            target[b * n + node] = tokens[b * n + child]
-    return torch.tensor(target, dtype=I64)
 
 
 def scrambled_links(vt, gen, *, scramble_index=False):

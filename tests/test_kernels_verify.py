@@ -40,15 +40,8 @@ from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
 from helpers import assert_matches
 from kernel_probe import interpreter_problem
-from kernel_trees import (
-    agreeing_target,
-    malformed_tree,
-    on,
-    scrambled_links,
-    sibling_ring,
-    small_configs,
-)
-from trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE
+from kernel_trees import on, scrambled_links, sibling_ring, small_configs
+from trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE, agreeing_target, malformed_tree
 
 pytestmark = pytest.mark.skipif(
     interpreter_problem() is not None, reason=str(interpreter_problem())

@@ -113,7 +113,7 @@ def test_matches_reference_on_organized_trees(cfg, bs, kind, seed):
 @given(cfg=draft_configs(), bs=st.integers(1, 6), seed=st.integers(0, 2**31))
 def test_matches_reference_on_malformed_trees(cfg, bs, seed):
     gen = torch.Generator().manual_seed(seed)
-    tree, _ = malformed_tree(cfg, bs, gen)
+    tree = malformed_tree(cfg, bs, gen)
     vt = build_verify_tree(
         cfg, tree, torch.randint(0, 1000, (bs,), generator=gen), torch.zeros(bs, dtype=I64)
     )

@@ -16,24 +16,26 @@ SPEC_BONUS = torch.tensor([100, 200])
 
 
 def malformed_tree(cfg, bs, gen):
-    """Random parent tables and selections: missing parents, cycles, self-parents, duplicates."""
-    k, n = cfg.topk, cfg.num_draft_tokens
-    width = cfg.num_candidates
-    parents = torch.randint(-1, width, (bs, cfg.parent_width), generator=gen)
-    selected = torch.randint(0, width, (bs, n - 1), generator=gen)
+    """Random parent tables and selections: missing parents, cycles, self-parents, duplicates,
+    negative and out-of-range candidates (their slots floor below 0 or past the table)."""
+    n, width = cfg.num_draft_tokens, cfg.num_candidates
+    parents = torch.randint(-2, width + 2, (bs, cfg.parent_width), generator=gen)
+    selected = torch.randint(-cfg.topk - 2, width + cfg.topk + 2, (bs, n - 1), generator=gen)
     if torch.rand(1, generator=gen).item() < 0.5:
         selected = torch.sort(selected, dim=1).values
-    # Point a few parent slots at selected candidates so that links actually form.
+    # Point many parent slots at selected candidates so that links and cycles actually form.
     for b in range(bs):
         for slot in range(1, cfg.parent_width):
             if torch.rand(1, generator=gen).item() < 0.6:
                 parents[b, slot] = selected[b, torch.randint(0, n - 1, (1,), generator=gen)]
-    return DraftTree(parents, selected, torch.randint(0, 1000, (bs, n - 1), generator=gen)), k
+    tokens = torch.randint(0, 1000, (bs, n - 1), generator=gen)
+    return DraftTree(parents, selected, tokens)
 
 
 def agreeing_target(vt, gen, agree=0.8):
-    """Target predictions that usually name a child of each node (often a later sibling),
-    so that greedy walks go deep and take every branch."""
+    """Target predictions that usually name a child of each node (often a later sibling), so
+    that greedy walks go deep and take every branch. Links outside [0, N) and sibling cycles,
+    as in scrambled or malformed trees, end the search for a child."""
     bs, n = vt.retrieve_index.shape
     tokens = vt.draft_tokens.tolist()
     first, sibling = vt.retrieve_next_token.tolist(), vt.retrieve_next_sibling.tolist()
@@ -41,9 +43,10 @@ def agreeing_target(vt, gen, agree=0.8):
     for b in range(bs):
         for node in range(n):
             child = first[b][node]
-            if child < 0 or torch.rand(1, generator=gen).item() > agree:
+            if not 0 <= child < n or torch.rand(1, generator=gen).item() > agree:
                 continue
-            while sibling[b][child] >= 0 and torch.rand(1, generator=gen).item() < 0.4:
-                child = sibling[b][child]
+            hops = 0
+            while 0 <= sibling[b][child] < n and hops < n and torch.rand(1, generator=gen) < 0.4:
+                child, hops = sibling[b][child], hops + 1
             target[b * n + node] = tokens[b * n + child]
     return torch.tensor(target, dtype=I64)
