@@ -76,11 +76,22 @@ def configs():
     ]
 
 
+SEEDS = st.integers(0, 2**31)
+
+
 @st.composite
-def draft_configs(draw):
-    """Any valid config: chains, and trees with any N from 2 to num_candidates + 1."""
-    topk, num_steps = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+def draft_configs(draw, max_topk=8, max_steps=8, max_n=None):
+    """Valid configs up to the given sizes: chains, and trees with any N from 2 to
+    num_candidates + 1 (or to ``max_n``)."""
+    topk, num_steps = draw(st.integers(1, max_topk)), draw(st.integers(1, max_steps))
     if topk == 1:
         return DraftConfig.chain(num_steps)
-    cands = topk + (num_steps - 1) * topk**2
-    return DraftConfig(topk, num_steps, draw(st.integers(2, cands + 1)))
+    most = topk + (num_steps - 1) * topk**2 + 1  # num_candidates + 1
+    most = most if max_n is None else min(most, max_n)
+    return DraftConfig(topk, num_steps, draw(st.integers(2, most)))
+
+
+def organized_args(configs, min_bs, max_bs):
+    """``@given`` arguments of a property over organized drafts: cfg, bs, kind and seed."""
+    bs = st.integers(min_bs, max_bs)
+    return {"cfg": configs, "bs": bs, "kind": st.sampled_from(KINDS), "seed": SEEDS}

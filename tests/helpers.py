@@ -1,4 +1,4 @@
-"""Assertions shared by the tests."""
+"""Assertions and small tensor helpers shared by the tests."""
 
 import torch
 
@@ -21,3 +21,8 @@ def assert_trees_equal(actual, expected):
     for name, a, e in zip(actual._fields, actual, expected, strict=True):
         assert a.shape == e.shape, f"{name}: shape {tuple(a.shape)} != {tuple(e.shape)}"
         torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=name)
+
+
+def on(tensors, device):
+    """A NamedTuple of tensors (a DraftTree, a VerifyTree...) moved to ``device``."""
+    return type(tensors)(*(t.to(device) for t in tensors))

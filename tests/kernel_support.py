@@ -6,6 +6,8 @@ a GPU the kernels compile for real, and CPU tensors are skipped (they need the i
 """
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -18,8 +20,15 @@ pytest.importorskip("triton", reason="the kernel tests need triton (pip install 
 from triton.runtime.interpreter import InterpretedFunction
 
 from eagle_fn.kernels import organize as _kernel_module
+from kernel_probe import interpreter_problem
 
 INTERPRETED = isinstance(_kernel_module._organize_tree_kernel, InterpretedFunction)
+# A kernel test module's pytestmark: where this Triton's interpreter cannot run the kernels at
+# all, their tests are skipped with the reason instead of failing on the interpreter.
+SKIP_WHEN_UNRUNNABLE = pytest.mark.skipif(
+    interpreter_problem() is not None, reason=str(interpreter_problem())
+)
+_SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
 KERNEL_DEVICES = [
     pytest.param(
@@ -101,3 +110,15 @@ def hard_scores(draw_choice, width, dtype, *, start=0, signed=True):
         else:
             row.append(0.125)
     return row
+
+
+def without_interpreter(script):
+    """Runs ``script`` in a Python process without TRITON_INTERPRET, so that the kernels are
+    real Triton JIT functions, on this process's import path; returns its stdout."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([_SRC, *sys.path])
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout

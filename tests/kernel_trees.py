@@ -2,21 +2,15 @@
 agreeing targets are in trees.py, shared with the torch tests)."""
 
 import torch
-from hypothesis import strategies as st
 
-from eagle_fn import DraftConfig, VerifyTree
+from drafts import draft_configs
+from eagle_fn import VerifyTree
 
 I64 = torch.int64
 
 
-@st.composite
-def small_configs(draw, max_topk=5, max_steps=5):
-    """Configs whose N stays small enough for the Triton interpreter (N <= 1 + 5 + 4 * 25)."""
-    topk, num_steps = draw(st.integers(1, max_topk)), draw(st.integers(1, max_steps))
-    if topk == 1:
-        return DraftConfig.chain(num_steps)
-    cands = topk + (num_steps - 1) * topk**2
-    return DraftConfig(topk, num_steps, draw(st.integers(2, min(cands + 1, 40))))
+# Configs small enough for the Triton interpreter: topk and num_steps <= 5, N <= 40.
+SMALL_CONFIGS = draft_configs(max_topk=5, max_steps=5, max_n=40)
 
 
 def scrambled_links(vt, gen, *, scramble_index=False):
@@ -50,11 +44,6 @@ def sibling_ring(n, match_at):
         retrieve_next_token=torch.tensor([[0] + [-1] * (n - 1)]),
         retrieve_next_sibling=torch.tensor([[*range(1, n), 0]]),
     )
-
-
-def on(tree, device):
-    """A NamedTuple of tensors moved to ``device``."""
-    return type(tree)(*(t.to(device) for t in tree))
 
 
 def compile_for_hopper():

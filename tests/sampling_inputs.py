@@ -2,10 +2,9 @@
 toy-model marginals, and a chi-square test that needs no scipy."""
 
 import torch
-from hypothesis import strategies as st
 
-from drafts import draft_lists
-from eagle_fn import DraftConfig, VerifyTree, build_verify_tree, organize_tree
+from drafts import draft_configs, draft_lists
+from eagle_fn import VerifyTree, build_verify_tree, organize_tree
 
 I64 = torch.int64
 ROW_KINDS = ("smooth", "ties", "agree", "zero", "nan", "onehot")
@@ -13,14 +12,8 @@ COIN_KINDS = ("uniform", "grid")
 THRESHOLDS = [(1.0, 1.0), (0.5, 0.8), (0.3, 0.0), (2.0, 1e-12), (0.25, 0.5)]
 
 
-@st.composite
-def sampling_configs(draw):
-    """Chains and trees small enough for a loop reference to check many of them."""
-    topk, num_steps = draw(st.integers(1, 4)), draw(st.integers(1, 5))
-    if topk == 1:
-        return DraftConfig.chain(num_steps)
-    cands = topk + (num_steps - 1) * topk**2
-    return DraftConfig(topk, num_steps, draw(st.integers(2, min(cands + 1, 24))))
+# Chains and trees small enough for a loop reference to check many of them.
+SAMPLING_CONFIGS = draft_configs(max_topk=4, max_steps=5, max_n=24)
 
 
 def organized_tree(cfg, bs, gen, vocab, kind="smooth"):

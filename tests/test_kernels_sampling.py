@@ -31,11 +31,11 @@ from kernel_probe import interpreter_problem
 from sampling_inputs import (
     COIN_KINDS,
     ROW_KINDS,
+    SAMPLING_CONFIGS,
     THRESHOLDS,
     coins,
     organized_tree,
     random_links,
-    sampling_configs,
     target_rows,
 )
 
@@ -88,7 +88,7 @@ def test_tree_table(thresholds, row_kind):
 
 @FEW
 @given(
-    cfg=sampling_configs(),
+    cfg=SAMPLING_CONFIGS,
     bs=st.integers(0, 3),
     vocab=st.integers(2, 20),
     tree_kind=st.sampled_from(KINDS),
@@ -109,7 +109,7 @@ def test_matches_torch_on_organized_trees(
 
 @FEW
 @given(
-    cfg=sampling_configs(),
+    cfg=SAMPLING_CONFIGS,
     bs=st.integers(1, 3),
     row_kind=st.sampled_from(ROW_KINDS),
     thresholds=st.sampled_from(THRESHOLDS),

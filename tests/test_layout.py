@@ -6,7 +6,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import reference
-from drafts import KINDS, draft_configs, draft_lists, multilayer
+from drafts import SEEDS, draft_configs, draft_lists, multilayer, organized_args
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
@@ -21,7 +21,21 @@ from eagle_fn import (
 )
 from eagle_fn.profiling import OpCounter
 from helpers import assert_matches
-from trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE, malformed_tree
+from trees import (
+    BITPACKED_DTYPES,
+    CROSS_ROW_TREE,
+    MALFORMED_CFG,
+    SPEC_BONUS,
+    SPEC_CFG,
+    SPEC_NEXT_SIBLING,
+    SPEC_NEXT_TOKEN,
+    SPEC_POSITIONS,
+    SPEC_SEQ_LENS,
+    SPEC_TREE,
+    malformed_case,
+    malformed_tree,
+    spec_inputs,
+)
 
 I64 = torch.int64
 
@@ -33,15 +47,9 @@ def mask_values(mask):
 def test_spec_verify_example():
     vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
     assert isinstance(vt, VerifyTree)
-    assert vt.positions.tolist() == [5, 6, 6, 6, 6, 7, 7, 7, 9, 10, 10, 10, 10, 11, 11, 11]
-    assert vt.retrieve_next_token.tolist() == [
-        [1, 5, -1, -1, -1, -1, -1, -1],
-        [1, 5, 6, 7, -1, -1, -1, -1],
-    ]
-    assert vt.retrieve_next_sibling.tolist() == [
-        [-1, 2, 3, 4, -1, 6, 7, -1],
-        [-1, 2, 3, 4, -1, -1, -1, -1],
-    ]
+    assert vt.positions.tolist() == SPEC_POSITIONS
+    assert vt.retrieve_next_token.tolist() == SPEC_NEXT_TOKEN
+    assert vt.retrieve_next_sibling.tolist() == SPEC_NEXT_SIBLING
     assert vt.retrieve_index.tolist() == [list(range(8)), list(range(8, 16))]
     assert vt.draft_tokens.tolist() == [
         100,
@@ -99,12 +107,7 @@ def check_against_reference(cfg, tree, seed, mode):
 
 
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
-@given(
-    cfg=draft_configs(),
-    bs=st.integers(0, 8),
-    kind=st.sampled_from(KINDS),
-    seed=st.integers(0, 2**31),
-)
+@given(**organized_args(draft_configs(), 0, 8))
 def test_organized_trees_match_reference(mode, cfg, bs, kind, seed):
     assume(mode is not MaskMode.BITPACKED or cfg.num_draft_tokens <= 32)
     tree = organize_tree(cfg, *draft_lists(cfg, bs, torch.Generator().manual_seed(seed), kind))
@@ -113,7 +116,7 @@ def test_organized_trees_match_reference(mode, cfg, bs, kind, seed):
 
 
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
-@given(cfg=draft_configs(), bs=st.integers(1, 6), seed=st.integers(0, 2**31))
+@given(cfg=draft_configs(), bs=st.integers(1, 6), seed=SEEDS)
 def test_malformed_trees_match_reference(mode, cfg, bs, seed):
     assume(mode is not MaskMode.BITPACKED or cfg.num_draft_tokens <= 32)
     tree = malformed_tree(cfg, bs, torch.Generator().manual_seed(seed))
@@ -121,12 +124,7 @@ def test_malformed_trees_match_reference(mode, cfg, bs, seed):
     assert is_valid_tree(cfg, tree).tolist() == reference.is_valid_tree(cfg, tree)
 
 
-@given(
-    cfg=draft_configs(),
-    bs=st.integers(1, 8),
-    kind=st.sampled_from(KINDS),
-    seed=st.integers(0, 2**31),
-)
+@given(**organized_args(draft_configs(), 1, 8))
 def test_sglang_invariants_on_organized_trees(cfg, bs, kind, seed):
     tree = organize_tree(cfg, *draft_lists(cfg, bs, torch.Generator().manual_seed(seed), kind))
     seq_lens = torch.arange(bs) * 7
@@ -184,17 +182,7 @@ def test_full_mask_takes_the_total_or_derives_it():
     assert torch.equal(given_sum.tree_mask, derived.tree_mask)
 
 
-@pytest.mark.parametrize(
-    ("n", "dtype"),
-    [
-        (2, torch.uint8),
-        (8, torch.uint8),
-        (9, torch.uint16),
-        (16, torch.uint16),
-        (17, torch.uint32),
-        (32, torch.uint32),
-    ],
-)
+@pytest.mark.parametrize(("n", "dtype"), BITPACKED_DTYPES)
 def test_bitpacked_width_follows_num_draft_tokens(n, dtype):
     cfg = DraftConfig(4, 4, n)
     tree = organize_tree(cfg, *draft_lists(cfg, 3, torch.Generator().manual_seed(n)))
@@ -210,12 +198,7 @@ def test_bitpacked_width_follows_num_draft_tokens(n, dtype):
 
 
 def test_runs_on_device(device):
-    args = (SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
-    moved = (
-        DraftTree(*(t.to(device) for t in SPEC_TREE)),
-        SPEC_BONUS.to(device),
-        SPEC_SEQ_LENS.to(device),
-    )
+    args, moved = spec_inputs(), spec_inputs(device)
     for mode in MaskMode:
         cpu = build_verify_tree(SPEC_CFG, *args, mask_mode=mode)
         dev = build_verify_tree(SPEC_CFG, *moved, mask_mode=mode)
@@ -334,102 +317,53 @@ def test_is_valid_tree_bad_inputs():
         )
 
 
-# SGLang's own malformed-tree cases, on k=2, S=3, N=5 (candidates 0-1 step 0, 2-5 step 1
-# under slots 1-2, 6-9 step 2 under slots 3-4), seq_len 10. Positions of nodes 0..4, links.
-MALFORMED = DraftConfig(2, 3, 5)
+# SGLang's own malformed-tree cases (trees.MALFORMED_CASES) at seq_len 10: the depth of nodes
+# 0..4 (positions - 10), their next_token and next_sibling links, and the tree's validity.
+SGLANG_LAYOUTS = {
+    "missing-direct-parent": ([0, 1, 1, 1, 1], [1, -1, -1, -1, -1], [-1, 2, -1, -1, -1], False),
+    # 6 and 7 hang under 2, whose parent is missing: their walks stop at it.
+    "missing-ancestor": ([0, 1, 1, 2, 2], [1, -1, 3, -1, -1], [-1, -1, -1, 4, -1], False),
+    # 6 wants 8 and 8 wants 6: the walks stop after num_steps nodes.
+    "cyclic-ancestors": ([0, 1, 1, 3, 3], [1, -1, -1, 4, 3], [-1, 2, -1, -1, -1], False),
+    "self-parent": ([0, 1, 1, 3, 3], [1, -1, -1, 3, -1], [-1, 2, -1, 4, -1], False),
+    "maximum-depth-chain": ([0, 1, 1, 2, 3], [1, 3, -1, 4, -1], [-1, 2, -1, -1, -1], True),
+}
 
 
-@pytest.mark.parametrize(
-    ("parents", "selected", "positions", "next_token", "next_sibling", "valid"),
-    [
-        pytest.param(
-            # Candidates 6, 7 want candidate 2 (slot 3), which is not selected.
-            [-1, 0, 1, 2, 3],
-            [0, 1, 6, 7],
-            [10, 11, 11, 11, 11],
-            [1, -1, -1, -1, -1],
-            [-1, 2, -1, -1, -1],
-            False,
-            id="missing-direct-parent",
-        ),
-        pytest.param(
-            # Candidate 2 wants 0 (missing); 6 and 7 hang under 2: their walks stop at it.
-            [-1, 0, 1, 2, 3],
-            [1, 2, 6, 7],
-            [10, 11, 11, 12, 12],
-            [1, -1, 3, -1, -1],
-            [-1, -1, -1, 4, -1],
-            False,
-            id="missing-ancestor",
-        ),
-        pytest.param(
-            # 6 wants 8 and 8 wants 6: the walks stop after num_steps nodes.
-            [-1, 0, 1, 8, 6],
-            [0, 1, 6, 8],
-            [10, 11, 11, 13, 13],
-            [1, -1, -1, 4, 3],
-            [-1, 2, -1, -1, -1],
-            False,
-            id="cyclic-ancestors",
-        ),
-        pytest.param(
-            # 6 wants itself (slot 3 holds 6), 7 wants 6 too.
-            [-1, 0, 1, 6, 3],
-            [0, 1, 6, 7],
-            [10, 11, 11, 13, 13],
-            [1, -1, -1, 3, -1],
-            [-1, 2, -1, 4, -1],
-            False,
-            id="self-parent",
-        ),
-        pytest.param(
-            # 0 -> 2 -> 6: a well-formed chain at the maximum depth num_steps.
-            [-1, 0, 1, 2, 3],
-            [0, 1, 2, 6],
-            [10, 11, 11, 12, 13],
-            [1, 3, -1, 4, -1],
-            [-1, 2, -1, -1, -1],
-            True,
-            id="maximum-depth-chain",
-        ),
-    ],
-)
-def test_sglang_malformed_cases(parents, selected, positions, next_token, next_sibling, valid):
-    tree = DraftTree(
-        torch.tensor([parents]), torch.tensor([selected]), torch.tensor([[5, 6, 7, 8]])
-    )
+@pytest.mark.parametrize("name", list(SGLANG_LAYOUTS))
+def test_sglang_malformed_cases(name):
+    depth, next_token, next_sibling, valid = SGLANG_LAYOUTS[name]
+    tree = malformed_case(name)
     bonus, seq_lens = torch.tensor([4]), torch.tensor([10])
     for mode in MaskMode:
-        check_against_reference(MALFORMED, tree, 0, mode)
-    vt = build_verify_tree(MALFORMED, tree, bonus, seq_lens)
-    assert vt.positions.tolist() == positions
+        check_against_reference(MALFORMED_CFG, tree, 0, mode)
+    vt = build_verify_tree(MALFORMED_CFG, tree, bonus, seq_lens)
+    assert vt.positions.tolist() == [10 + d for d in depth]
     assert vt.retrieve_next_token.tolist() == [next_token]
     assert vt.retrieve_next_sibling.tolist() == [next_sibling]
     assert vt.retrieve_index.tolist() == [[0, 1, 2, 3, 4]]  # set even for unlinked nodes
-    assert is_valid_tree(MALFORMED, tree).tolist() == [valid]
+    assert is_valid_tree(MALFORMED_CFG, tree).tolist() == [valid]
     # Greedy verification terminates whatever the target says.
     for target in ([5, 7, 8, 6, 7], [7, 8, 6, 7, 8]):
-        verdict = verify_greedy(MALFORMED, vt, torch.tensor(target))
+        verdict = verify_greedy(MALFORMED_CFG, vt, torch.tensor(target))
         assert verdict.accept_index.shape == (1, 4)
 
 
 def test_parent_lookup_never_crosses_into_the_next_request():
-    # Row 0's candidate 6 wants candidate 4, which row 0 did not select; row 1 starts with 4.
-    # SGLang's kernel scanned one entry past the row and found it there; here the node
-    # stays unlinked and row 1 is laid out exactly as it would be alone.
-    parents = torch.tensor([[-1, 0, 1, 4, 3], [-1, 0, 1, 2, 3]])
-    selected = torch.tensor([[0, 1, 2, 6], [4, 5, 8, 9]])
-    tokens = torch.tensor([[5, 6, 7, 8], [1, 2, 3, 4]])
-    tree = DraftTree(parents, selected, tokens)
+    # SGLang's kernel scanned one entry past row 0 and found candidate 4 in row 1; here the
+    # node stays unlinked and row 1 is laid out exactly as it would be alone.
+    tree = CROSS_ROW_TREE
     bonus, seq_lens = torch.tensor([4, 9]), torch.tensor([10, 20])
     for mode in MaskMode:
-        check_against_reference(MALFORMED, tree, 1, mode)
-    vt = build_verify_tree(MALFORMED, tree, bonus, seq_lens)
+        check_against_reference(MALFORMED_CFG, tree, 1, mode)
+    vt = build_verify_tree(MALFORMED_CFG, tree, bonus, seq_lens)
     assert vt.positions[:5].tolist() == [10, 11, 11, 12, 11]
     assert vt.retrieve_next_token[0].tolist() == [1, 3, -1, -1, -1]
-    alone = build_verify_tree(MALFORMED, DraftTree(*(t[1:] for t in tree)), bonus[1:], seq_lens[1:])
+    alone = build_verify_tree(
+        MALFORMED_CFG, DraftTree(*(t[1:] for t in tree)), bonus[1:], seq_lens[1:]
+    )
     assert torch.equal(vt.positions[5:], alone.positions)
     assert torch.equal(vt.tree_mask[25:], alone.tree_mask)
     assert torch.equal(vt.retrieve_next_token[1], alone.retrieve_next_token[0])
     assert torch.equal(vt.retrieve_next_sibling[1], alone.retrieve_next_sibling[0])
-    assert is_valid_tree(MALFORMED, tree).tolist() == [False, False]
+    assert is_valid_tree(MALFORMED_CFG, tree).tolist() == [False, False]

@@ -25,11 +25,11 @@ from helpers import assert_matches
 from sampling_inputs import (
     COIN_KINDS,
     ROW_KINDS,
+    SAMPLING_CONFIGS,
     THRESHOLDS,
     coins,
     organized_tree,
     random_links,
-    sampling_configs,
     target_rows,
 )
 
@@ -243,7 +243,7 @@ def test_matches_reference_table(thresholds, row_kind, coin_kind):
 
 
 @given(
-    cfg=sampling_configs(),
+    cfg=SAMPLING_CONFIGS,
     bs=st.integers(0, 6),
     vocab=st.integers(2, 24),
     tree_kind=st.sampled_from(KINDS),
@@ -264,7 +264,7 @@ def test_matches_reference_on_organized_trees(
 
 
 @given(
-    cfg=sampling_configs(),
+    cfg=SAMPLING_CONFIGS,
     bs=st.integers(1, 5),
     row_kind=st.sampled_from(ROW_KINDS),
     coin_kind=st.sampled_from(COIN_KINDS),
@@ -325,7 +325,7 @@ def agreeing_logits(vt, vocab, gen, agree=0.8):
 
 
 @given(
-    cfg=sampling_configs(),
+    cfg=SAMPLING_CONFIGS,
     bs=st.integers(1, 6),
     thresholds=st.sampled_from(THRESHOLDS),
     arbitrary_links=st.booleans(),

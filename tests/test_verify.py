@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference
-from drafts import KINDS, draft_configs, draft_lists
+from drafts import SEEDS, draft_configs, draft_lists, organized_args
 from eagle_fn import (
     DraftConfig,
     DraftTree,
@@ -15,21 +15,20 @@ from eagle_fn import (
     organize_tree,
     verify_greedy,
 )
-from helpers import assert_matches
-from trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE, agreeing_target, malformed_tree
+from helpers import assert_matches, on
+from trees import (
+    SPEC_ACCEPT_INDEX,
+    SPEC_BONUS,
+    SPEC_CFG,
+    SPEC_SEQ_LENS,
+    SPEC_TREE,
+    agreeing_target,
+    chain_verify_tree,
+    malformed_tree,
+    spec_target,
+)
 
 I64 = torch.int64
-
-
-def chain_tree(tokens):
-    steps = len(tokens)
-    cfg = DraftConfig.chain(steps)
-    tree = DraftTree(
-        torch.arange(-1, steps - 1).view(1, -1) if steps > 1 else torch.zeros(1, 0, dtype=I64),
-        torch.arange(steps).view(1, -1),
-        torch.tensor([tokens]),
-    )
-    return cfg, build_verify_tree(cfg, tree, torch.tensor([50]), torch.tensor([10]))
 
 
 @pytest.mark.parametrize("accepted", range(5))
@@ -37,7 +36,7 @@ def test_chain_accepts_every_length(accepted):
     # Draft 1 2 3 4 after bonus 50. The target agrees with the first `accepted` tokens and
     # then predicts 99 (node `accepted`'s own next token when all four agree).
     draft = [1, 2, 3, 4]
-    cfg, vt = chain_tree(draft)
+    cfg, vt = chain_verify_tree(draft)
     target = [*draft[:accepted], 99, 7, 7, 7, 7][:5]
     verdict = verify_greedy(cfg, vt, torch.tensor(target))
     assert isinstance(verdict, GreedyVerdict)
@@ -50,15 +49,10 @@ def test_chain_accepts_every_length(accepted):
 
 
 def test_tree_accepts_a_later_sibling():
-    # SPEC §7 tree. Row 0: root -> node 1 (token 10) -> children 5, 6, 7 (tokens 14, 15, 16);
-    # the target picks 16, the third sibling. Row 1: root -> node 3 (token 22) -> node 7
-    # (token 26), then node 7 has no children.
+    # SPEC §7 tree; the target picks row 0's third sibling (see trees.SPEC_ACCEPT_INDEX).
     vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
-    target = torch.zeros(16, dtype=I64)
-    target[[0, 1, 7]] = torch.tensor([10, 16, 77])
-    target[[8, 11, 15]] = torch.tensor([22, 26, 88])
-    verdict = verify_greedy(SPEC_CFG, vt, target)
-    assert verdict.accept_index.tolist() == [[0, 1, 7, -1], [8, 11, 15, -1]]
+    verdict = verify_greedy(SPEC_CFG, vt, spec_target())
+    assert verdict.accept_index.tolist() == SPEC_ACCEPT_INDEX
     assert verdict.num_accepted.tolist() == [2, 2]
     assert verdict.predicts[verdict.accept_index[0, :3]].tolist() == [10, 16, 77]
     assert verdict.predicts[verdict.accept_index[1, :3]].tolist() == [22, 26, 88]
@@ -94,12 +88,7 @@ def check_against_reference(cfg, vt, target):
     assert_matches(verdict.predicts, predicts, (bs * cfg.num_draft_tokens,), I64)
 
 
-@given(
-    cfg=draft_configs(),
-    bs=st.integers(0, 8),
-    kind=st.sampled_from(KINDS),
-    seed=st.integers(0, 2**31),
-)
+@given(**organized_args(draft_configs(), 0, 8))
 def test_matches_reference_on_organized_trees(cfg, bs, kind, seed):
     gen = torch.Generator().manual_seed(seed)
     tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, kind))
@@ -110,7 +99,7 @@ def test_matches_reference_on_organized_trees(cfg, bs, kind, seed):
     check_against_reference(cfg, vt, agreeing_target(vt, gen))
 
 
-@given(cfg=draft_configs(), bs=st.integers(1, 6), seed=st.integers(0, 2**31))
+@given(cfg=draft_configs(), bs=st.integers(1, 6), seed=SEEDS)
 def test_matches_reference_on_malformed_trees(cfg, bs, seed):
     gen = torch.Generator().manual_seed(seed)
     tree = malformed_tree(cfg, bs, gen)
@@ -144,7 +133,7 @@ def test_runs_on_device(device):
     target = torch.arange(16)
     target[0] = 10
     cpu = verify_greedy(SPEC_CFG, vt, target)
-    dev = verify_greedy(SPEC_CFG, VerifyTree(*(t.to(device) for t in vt)), target.to(device))
+    dev = verify_greedy(SPEC_CFG, on(vt, device), target.to(device))
     for a, b in zip(cpu, dev, strict=True):
         assert b.device == device
         assert torch.equal(a, b.cpu())
