@@ -1,4 +1,5 @@
-"""Shared fixtures: hypothesis profiles, the device parameter and the doctest namespace."""
+"""Shared fixtures: hypothesis profiles, the device parameter, a fresh dynamo and the doctest
+namespace."""
 
 import os
 
@@ -38,6 +39,19 @@ DEVICES = [
 def device(request):
     # As the library resolves it ("cuda" -> "cuda:0"), which is what its tensors report.
     return as_device("tests", request.param)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo reset and its counters cleared, before and after the test: a reset alone forgets
+    compiled code, but not the counters."""
+    import torch._dynamo  # loaded here: only the compiled tests need it
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    yield
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
 
 
 @pytest.fixture(autouse=True)

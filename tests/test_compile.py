@@ -29,13 +29,8 @@ MAX_BS = 8
 
 
 @pytest.fixture
-def compiled_env(monkeypatch):
+def compiled_env(monkeypatch, fresh_dynamo):
     monkeypatch.setenv("EAGLE_FN_COMPILE", "1")
-    torch._dynamo.reset()  # forgets compiled code, but not the counters
-    counters.clear()
-    yield
-    torch._dynamo.reset()
-    counters.clear()
 
 
 def graphs():

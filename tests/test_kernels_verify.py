@@ -40,15 +40,13 @@ from trees import (
     CROSS_ROW_TREE,
     MALFORMED_CASES,
     MALFORMED_CFG,
-    SPEC_ACCEPT_INDEX,
     SPEC_BONUS,
     SPEC_CFG,
-    SPEC_NEXT_SIBLING,
-    SPEC_NEXT_TOKEN,
-    SPEC_POSITIONS,
     SPEC_SEQ_LENS,
     SPEC_TREE,
     agreeing_target,
+    assert_spec_layout,
+    assert_spec_walk,
     chain_verify_tree,
     malformed_case,
     malformed_tree,
@@ -131,9 +129,7 @@ def test_spec_example(device):
     tree, bonus, seq_lens = spec_inputs(device)
     vt = check_build(SPEC_CFG, tree, bonus, seq_lens, MaskMode.QLEN)
     assert vt.positions.device == device
-    assert vt.positions.tolist() == SPEC_POSITIONS
-    assert vt.retrieve_next_token.tolist() == SPEC_NEXT_TOKEN
-    assert vt.retrieve_next_sibling.tolist() == SPEC_NEXT_SIBLING
+    assert_spec_layout(vt)
     # Row 1, node 5 is candidate 4, in slot 1, whose parent is candidate 0 = node 1: it sees
     # the root, node 1 and itself, bits 0, 1 and 5.
     packed = check_build(SPEC_CFG, tree, bonus, seq_lens, MaskMode.BITPACKED)
@@ -344,8 +340,7 @@ def test_greedy_spec_tree_with_later_sibling(device):
     vt = build_verify_tree(SPEC_CFG, *spec_inputs(device))
     target = spec_target(device)
     verdict = check_greedy(SPEC_CFG, vt, target)
-    assert verdict.accept_index.tolist() == SPEC_ACCEPT_INDEX
-    assert verdict.num_accepted.tolist() == [2, 2]
+    assert_spec_walk(verdict)
     # Target given as [bs, N] gives the same verdict.
     assert_trees_equal(kgreedy.verify_greedy(SPEC_CFG, vt, target.view(2, 8)), verdict)
 

@@ -27,11 +27,9 @@ from trees import (
     MALFORMED_CFG,
     SPEC_BONUS,
     SPEC_CFG,
-    SPEC_NEXT_SIBLING,
-    SPEC_NEXT_TOKEN,
-    SPEC_POSITIONS,
     SPEC_SEQ_LENS,
     SPEC_TREE,
+    assert_spec_layout,
     malformed_case,
     malformed_tree,
     spec_inputs,
@@ -47,9 +45,7 @@ def mask_values(mask):
 def test_spec_verify_example():
     vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
     assert isinstance(vt, VerifyTree)
-    assert vt.positions.tolist() == SPEC_POSITIONS
-    assert vt.retrieve_next_token.tolist() == SPEC_NEXT_TOKEN
-    assert vt.retrieve_next_sibling.tolist() == SPEC_NEXT_SIBLING
+    assert_spec_layout(vt)
     assert vt.retrieve_index.tolist() == [list(range(8)), list(range(8, 16))]
     assert vt.draft_tokens.tolist() == [
         100,

@@ -42,15 +42,6 @@ if _compile.torch_features() != FALLBACK:
     FEATURES.append(pytest.param(FALLBACK, id="fallback"))
 
 
-@pytest.fixture
-def fresh_dynamo():
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
-    counters.clear()
-
-
 def graphs():
     return counters["stats"]["unique_graphs"]
 

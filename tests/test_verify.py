@@ -17,12 +17,12 @@ from eagle_fn import (
 )
 from helpers import assert_matches, on
 from trees import (
-    SPEC_ACCEPT_INDEX,
     SPEC_BONUS,
     SPEC_CFG,
     SPEC_SEQ_LENS,
     SPEC_TREE,
     agreeing_target,
+    assert_spec_walk,
     chain_verify_tree,
     malformed_tree,
     spec_target,
@@ -49,11 +49,10 @@ def test_chain_accepts_every_length(accepted):
 
 
 def test_tree_accepts_a_later_sibling():
-    # SPEC §7 tree; the target picks row 0's third sibling (see trees.SPEC_ACCEPT_INDEX).
+    # SPEC §7 tree; the target picks row 0's third sibling (see trees.spec_target).
     vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
     verdict = verify_greedy(SPEC_CFG, vt, spec_target())
-    assert verdict.accept_index.tolist() == SPEC_ACCEPT_INDEX
-    assert verdict.num_accepted.tolist() == [2, 2]
+    assert_spec_walk(verdict)
     assert verdict.predicts[verdict.accept_index[0, :3]].tolist() == [10, 16, 77]
     assert verdict.predicts[verdict.accept_index[1, :3]].tolist() == [22, 26, 88]
 

@@ -16,13 +16,6 @@ SPEC_TREE = DraftTree(
 SPEC_SEQ_LENS = torch.tensor([5, 9])
 SPEC_BONUS = torch.tensor([100, 200])
 
-# SPEC §7's layout of SPEC_TREE: positions and first-child / next-sibling links, literally.
-SPEC_POSITIONS = [5, 6, 6, 6, 6, 7, 7, 7, 9, 10, 10, 10, 10, 11, 11, 11]
-SPEC_NEXT_TOKEN = [[1, 5, -1, -1, -1, -1, -1, -1], [1, 5, 6, 7, -1, -1, -1, -1]]
-SPEC_NEXT_SIBLING = [[-1, 2, 3, 4, -1, 6, 7, -1], [-1, 2, 3, 4, -1, -1, -1, -1]]
-# Row 0: root -> node 1 (token 10) -> children 5, 6, 7 (tokens 14, 15, 16); this target picks
-# 16, the third sibling. Row 1: root -> node 3 (token 22) -> node 7 (token 26), a leaf.
-SPEC_ACCEPT_INDEX = [[0, 1, 7, -1], [8, 11, 15, -1]]
 
 # Mask widths by N for BITPACKED: the narrowest unsigned dtype that holds N bits.
 BITPACKED_DTYPES = [
@@ -63,12 +56,36 @@ def spec_inputs(device="cpu"):
     return on(SPEC_TREE, device), SPEC_BONUS.to(device), SPEC_SEQ_LENS.to(device)
 
 
+def assert_spec_layout(vt):
+    """``vt`` has SPEC §7's positions and first-child / next-sibling links, literally."""
+    assert vt.positions.tolist() == [5, 6, 6, 6, 6, 7, 7, 7, 9, 10, 10, 10, 10, 11, 11, 11]
+    assert vt.retrieve_next_token.tolist() == [
+        [1, 5, -1, -1, -1, -1, -1, -1],
+        [1, 5, 6, 7, -1, -1, -1, -1],
+    ]
+    assert vt.retrieve_next_sibling.tolist() == [
+        [-1, 2, 3, 4, -1, 6, 7, -1],
+        [-1, 2, 3, 4, -1, -1, -1, -1],
+    ]
+
+
 def spec_target(device="cpu"):
-    """[bs * N] target predictions whose greedy walk is SPEC_ACCEPT_INDEX, then 77 and 88."""
+    """[bs * N] target predictions for SPEC_TREE whose greedy walk takes a later sibling.
+
+    Row 0: root -> node 1 (token 10) -> children 5, 6, 7 (tokens 14, 15, 16); the target
+    picks 16, the third sibling, then says 77. Row 1: root -> node 3 (token 22) -> node 7
+    (token 26), a leaf, then 88.
+    """
     target = torch.zeros(16, dtype=I64)
     target[[0, 1, 7]] = torch.tensor([10, 16, 77])
     target[[8, 11, 15]] = torch.tensor([22, 26, 88])
     return target.to(device)
+
+
+def assert_spec_walk(verdict):
+    """``verdict`` is the greedy walk of spec_target() over SPEC_TREE."""
+    assert verdict.accept_index.tolist() == [[0, 1, 7, -1], [8, 11, 15, -1]]
+    assert verdict.num_accepted.tolist() == [2, 2]
 
 
 def malformed_case(name, device="cpu"):
