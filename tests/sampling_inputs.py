@@ -1,10 +1,13 @@
 """Inputs and statistics for the sampling tests: random verify trees and target rows, exact
 toy-model marginals, and a chi-square test that needs no scipy."""
 
-import torch
+from typing import NamedTuple
 
-from drafts import draft_configs, draft_lists
-from eagle_fn import VerifyTree, build_verify_tree, organize_tree
+import torch
+from hypothesis import strategies as st
+
+from drafts import KINDS, SEEDS, draft_configs, draft_lists
+from eagle_fn import DraftConfig, VerifyTree, build_verify_tree, organize_tree
 
 I64 = torch.int64
 ROW_KINDS = ("smooth", "ties", "agree", "zero", "nan", "onehot")
@@ -81,6 +84,92 @@ def coins(bs, n, gen, kind, dtype=torch.float32):
     else:
         u = torch.rand(bs, n + 1, generator=gen, dtype=dtype)
     return u[:, :n].contiguous(), u[:, n].contiguous()
+
+
+# Property-test cases shared by the torch and kernel tests. Hypothesis reports a failing case
+# as the call that built it, e.g. tree_case(cfg=..., bs=2, ..., seed=7).
+
+
+class SamplingCase(NamedTuple):
+    """The arguments of the tests' checks: cfg, verify_sampling's tensors, the thresholds
+    (single, acc) and the chains' draft_probs (None for trees)."""
+
+    cfg: DraftConfig
+    verify_tree: VerifyTree
+    target_probs: torch.Tensor  # [bs, N, V]
+    uniforms: torch.Tensor  # [bs, N]
+    final_uniforms: torch.Tensor  # [bs]
+    thresholds: tuple[float, float] = (1.0, 1.0)
+    draft_probs: torch.Tensor | None = None  # [bs, N, V]
+
+
+def tree_case(cfg, bs, vocab, tree_kind, row_kind, coin_kind, thresholds, dtype, seed):
+    """A case on an organized tree."""
+    gen = torch.Generator().manual_seed(seed)
+    vt = organized_tree(cfg, bs, gen, vocab, tree_kind)
+    q = target_rows(vt, vocab, gen, row_kind, dtype)
+    return SamplingCase(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, coin_kind), thresholds)
+
+
+def tree_cases(max_bs, max_vocab):
+    return st.builds(
+        tree_case,
+        cfg=SAMPLING_CONFIGS,
+        bs=st.integers(0, max_bs),
+        vocab=st.integers(2, max_vocab),
+        tree_kind=st.sampled_from(KINDS),
+        row_kind=st.sampled_from(ROW_KINDS),
+        coin_kind=st.sampled_from(COIN_KINDS),
+        thresholds=st.sampled_from(THRESHOLDS),
+        dtype=st.sampled_from([torch.float32, torch.float64, torch.float16]),
+        seed=SEEDS,
+    )
+
+
+def links_case(cfg, bs, row_kind, coin_kind, thresholds, seed, dtype):
+    """A case on random_links over a vocabulary of 10: cycles, self-links, shared children and
+    out-of-vocabulary tokens."""
+    gen = torch.Generator().manual_seed(seed)
+    vt = random_links(cfg, bs, gen, vocab=10)
+    q = target_rows(vt, 10, gen, row_kind, dtype)
+    return SamplingCase(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, coin_kind), thresholds)
+
+
+def links_cases(max_bs, coin_kinds=COIN_KINDS, dtype=torch.float32):
+    return st.builds(
+        links_case,
+        cfg=SAMPLING_CONFIGS,
+        bs=st.integers(1, max_bs),
+        row_kind=st.sampled_from(ROW_KINDS),
+        coin_kind=st.sampled_from(coin_kinds),
+        thresholds=st.sampled_from(THRESHOLDS),
+        seed=SEEDS,
+        dtype=st.just(dtype),
+    )
+
+
+def chain_case(num_steps, bs, vocab, row_kind, draft_kind, coin_kind, arbitrary_links, seed):
+    """A chain's case with draft_probs, on an organized chain or on arbitrary links."""
+    gen = torch.Generator().manual_seed(seed)
+    cfg = DraftConfig.chain(num_steps)
+    vt = (random_links if arbitrary_links else organized_tree)(cfg, bs, gen, vocab)
+    q = target_rows(vt, vocab, gen, row_kind)
+    p = target_rows(vt, vocab, gen, draft_kind)
+    return SamplingCase(cfg, vt, q, *coins(bs, num_steps + 1, gen, coin_kind), draft_probs=p)
+
+
+def chain_cases(max_steps, max_bs, max_vocab, coin_kinds=COIN_KINDS):
+    return st.builds(
+        chain_case,
+        num_steps=st.integers(1, max_steps),
+        bs=st.integers(0, max_bs),
+        vocab=st.integers(2, max_vocab),
+        row_kind=st.sampled_from(ROW_KINDS),
+        draft_kind=st.sampled_from(ROW_KINDS),
+        coin_kind=st.sampled_from(coin_kinds),
+        arbitrary_links=st.booleans(),
+        seed=SEEDS,
+    )
 
 
 # Exact distributions of the toy model and the chi-square test.

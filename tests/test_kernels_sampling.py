@@ -1,7 +1,7 @@
 """The fused sampling-verification kernel against the torch function.
 
-Without CUDA the kernel runs on CPU tensors in Triton's interpreter: TRITON_INTERPRET must be
-set before the kernel is decorated, so it is set here, before anything imports it.
+Without CUDA the kernel runs on CPU tensors in Triton's interpreter, which kernel_support
+turns on before anything imports it.
 
 What is exact (see eagle_fn.kernels.sampling): accept_index and num_accepted always; the final
 token (and so predicts) whenever the final row's float64 running sums are exact, as for the
@@ -9,47 +9,32 @@ dyadic grid rows below. Smooth rows are compared too, with fixed seeds: a differ
 would need a running sum to tie coin * total within rounding.
 """
 
+import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
-
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-pytest.importorskip("triton", reason="the Triton kernel needs the triton package")
-
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from drafts import KINDS
 from eagle_fn import DraftConfig, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
-from kernel_probe import interpreter_problem
+from helpers import on
+from kernel_support import without_interpreter
 from sampling_inputs import (
-    COIN_KINDS,
-    ROW_KINDS,
-    SAMPLING_CONFIGS,
     THRESHOLDS,
+    chain_cases,
     coins,
+    links_cases,
     organized_tree,
-    random_links,
     target_rows,
+    tree_cases,
 )
 
-pytestmark = pytest.mark.skipif(
-    interpreter_problem() is not None, reason=str(interpreter_problem())
-)
+pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # The interpreter runs each program in Python: few, small examples.
 FEW = settings(max_examples=40)
-
-
-def on(tensors, device=DEVICE):
-    return type(tensors)(*(t.to(device) for t in tensors))
 
 
 def check(cfg, vt, q, u, final, thresholds=(1.0, 1.0), draft_probs=None):
@@ -58,7 +43,7 @@ def check(cfg, vt, q, u, final, thresholds=(1.0, 1.0), draft_probs=None):
     want = verify_sampling(cfg, vt, q, u, final, **kwargs)
     moved = {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
     got = ksampling.verify_sampling(
-        cfg, on(vt), q.to(DEVICE), u.to(DEVICE), final.to(DEVICE), **moved
+        cfg, on(vt, DEVICE), q.to(DEVICE), u.to(DEVICE), final.to(DEVICE), **moved
     )
     for name, a, b in zip(want._fields, got, want, strict=True):
         torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0, msg=name)
@@ -72,7 +57,9 @@ def test_literal_tree_and_chain():
     vt = vt._replace(draft_tokens=torch.tensor([0, 1, 2]))
     q = torch.tensor([[0.1, 0.6, 0.2, 0.1], [0.5, 0.0, 0.3, 0.2], [0.0, 0.0, 0.0, 1.0]])
     u, final = torch.tensor([[0.5, 0.4, 0.9]]), torch.tensor([0.8])
-    got = ksampling.verify_sampling(cfg, on(vt), q.to(DEVICE), u.to(DEVICE), final.to(DEVICE))
+    got = ksampling.verify_sampling(
+        cfg, on(vt, DEVICE), q.to(DEVICE), u.to(DEVICE), final.to(DEVICE)
+    )
     assert [t.tolist() for t in got] == [[[0, 1, -1]], [1], [1, 3, 0]]
     check(cfg, vt, q, u, final)
 
@@ -87,59 +74,21 @@ def test_tree_table(thresholds, row_kind):
 
 
 @FEW
-@given(
-    cfg=SAMPLING_CONFIGS,
-    bs=st.integers(0, 3),
-    vocab=st.integers(2, 20),
-    tree_kind=st.sampled_from(KINDS),
-    row_kind=st.sampled_from(ROW_KINDS),
-    coin_kind=st.sampled_from(COIN_KINDS),
-    thresholds=st.sampled_from(THRESHOLDS),
-    dtype=st.sampled_from([torch.float32, torch.float64, torch.float16]),
-    seed=st.integers(0, 2**31),
-)
-def test_matches_torch_on_organized_trees(
-    cfg, bs, vocab, tree_kind, row_kind, coin_kind, thresholds, dtype, seed
-):
-    gen = torch.Generator().manual_seed(seed)
-    vt = organized_tree(cfg, bs, gen, vocab, tree_kind)
-    q = target_rows(vt, vocab, gen, row_kind, dtype)
-    check(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, coin_kind), thresholds)
+@given(case=tree_cases(max_bs=3, max_vocab=20))
+def test_matches_torch_on_organized_trees(case):
+    check(*case)
 
 
 @FEW
-@given(
-    cfg=SAMPLING_CONFIGS,
-    bs=st.integers(1, 3),
-    row_kind=st.sampled_from(ROW_KINDS),
-    thresholds=st.sampled_from(THRESHOLDS),
-    seed=st.integers(0, 2**31),
-)
-def test_matches_torch_on_arbitrary_links(cfg, bs, row_kind, thresholds, seed):
-    gen = torch.Generator().manual_seed(seed)
-    vt = random_links(cfg, bs, gen, vocab=10)
-    q = target_rows(vt, 10, gen, row_kind)
-    check(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, "grid"), thresholds)
+@given(case=links_cases(max_bs=3, coin_kinds=["grid"]))
+def test_matches_torch_on_arbitrary_links(case):
+    check(*case)
 
 
 @FEW
-@given(
-    num_steps=st.integers(1, 5),
-    bs=st.integers(0, 3),
-    vocab=st.integers(2, 12),
-    row_kind=st.sampled_from(ROW_KINDS),
-    draft_kind=st.sampled_from(ROW_KINDS),
-    arbitrary_links=st.booleans(),
-    seed=st.integers(0, 2**31),
-)
-def test_chain_matches_torch(num_steps, bs, vocab, row_kind, draft_kind, arbitrary_links, seed):
-    gen = torch.Generator().manual_seed(seed)
-    cfg = DraftConfig.chain(num_steps)
-    maker = random_links if arbitrary_links else organized_tree
-    vt = maker(cfg, bs, gen, vocab)
-    q = target_rows(vt, vocab, gen, row_kind)
-    p = target_rows(vt, vocab, gen, draft_kind)
-    check(cfg, vt, q, *coins(bs, num_steps + 1, gen, "grid"), draft_probs=p)
+@given(case=chain_cases(max_steps=5, max_bs=3, max_vocab=12, coin_kinds=["grid"]))
+def test_chain_matches_torch(case):
+    check(*case)
 
 
 def test_vocabulary_wider_than_a_block():
@@ -180,18 +129,6 @@ except ValueError as error:
 """
 
 
-def without_interpreter(script):
-    """Runs ``script`` in a process without TRITON_INTERPRET; returns its stdout."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 def test_cpu_tensors_need_the_interpreter():
     assert "the Triton kernels cannot run here" in (without_interpreter(CPU_CALL))
@@ -210,7 +147,7 @@ def op_args(chain):
     gen = torch.Generator().manual_seed(4)
     cfg = DraftConfig.chain(3) if chain else DraftConfig(2, 3, 6)
     n = cfg.num_draft_tokens
-    vt = on(organized_tree(cfg, 3, gen, 10))
+    vt = on(organized_tree(cfg, 3, gen, 10), DEVICE)
     q = target_rows(vt, 10, gen, "agree").view(3 * n, 10).to(DEVICE)
     p = target_rows(vt, 10, gen, "smooth").view(3 * n, 10).to(DEVICE) if chain else q
     u, final = (t.to(DEVICE) for t in coins(3, n, gen, "uniform"))

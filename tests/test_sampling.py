@@ -8,7 +8,6 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import sampling_reference as reference
-from drafts import KINDS
 from eagle_fn import (
     DraftConfig,
     DraftTree,
@@ -27,10 +26,13 @@ from sampling_inputs import (
     ROW_KINDS,
     SAMPLING_CONFIGS,
     THRESHOLDS,
+    chain_cases,
     coins,
+    links_cases,
     organized_tree,
     random_links,
     target_rows,
+    tree_cases,
 )
 
 I64 = torch.int64
@@ -242,66 +244,20 @@ def test_matches_reference_table(thresholds, row_kind, coin_kind):
     check_against_reference(cfg, vt, q, *coins(4, 12, gen, coin_kind), thresholds)
 
 
-@given(
-    cfg=SAMPLING_CONFIGS,
-    bs=st.integers(0, 6),
-    vocab=st.integers(2, 24),
-    tree_kind=st.sampled_from(KINDS),
-    row_kind=st.sampled_from(ROW_KINDS),
-    coin_kind=st.sampled_from(COIN_KINDS),
-    thresholds=st.sampled_from(THRESHOLDS),
-    dtype=st.sampled_from([torch.float32, torch.float64, torch.float16]),
-    seed=st.integers(0, 2**31),
-)
-def test_matches_reference_on_organized_trees(
-    cfg, bs, vocab, tree_kind, row_kind, coin_kind, thresholds, dtype, seed
-):
-    gen = torch.Generator().manual_seed(seed)
-    vt = organized_tree(cfg, bs, gen, vocab, tree_kind)
-    q = target_rows(vt, vocab, gen, row_kind, dtype)
-    check_against_reference(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, coin_kind),
-                            thresholds)  # fmt: skip
+@given(case=tree_cases(max_bs=6, max_vocab=24))
+def test_matches_reference_on_organized_trees(case):
+    check_against_reference(*case)
 
 
-@given(
-    cfg=SAMPLING_CONFIGS,
-    bs=st.integers(1, 5),
-    row_kind=st.sampled_from(ROW_KINDS),
-    coin_kind=st.sampled_from(COIN_KINDS),
-    thresholds=st.sampled_from(THRESHOLDS),
-    seed=st.integers(0, 2**31),
-)
-def test_matches_reference_on_arbitrary_links(cfg, bs, row_kind, coin_kind, thresholds, seed):
+@given(case=links_cases(max_bs=5, dtype=torch.float64))
+def test_matches_reference_on_arbitrary_links(case):
     # Cycles, self-links, shared children and out-of-vocabulary tokens: bounded and exact.
-    gen = torch.Generator().manual_seed(seed)
-    vt = random_links(cfg, bs, gen, vocab=10)
-    q = target_rows(vt, 10, gen, row_kind, torch.float64)
-    check_against_reference(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, coin_kind),
-                            thresholds)  # fmt: skip
+    check_against_reference(*case)
 
 
-@given(
-    num_steps=st.integers(1, 6),
-    bs=st.integers(0, 6),
-    vocab=st.integers(2, 16),
-    row_kind=st.sampled_from(ROW_KINDS),
-    draft_kind=st.sampled_from(ROW_KINDS),
-    coin_kind=st.sampled_from(COIN_KINDS),
-    arbitrary_links=st.booleans(),
-    seed=st.integers(0, 2**31),
-)
-def test_chain_matches_reference(
-    num_steps, bs, vocab, row_kind, draft_kind, coin_kind, arbitrary_links, seed
-):
-    gen = torch.Generator().manual_seed(seed)
-    cfg = DraftConfig.chain(num_steps)
-    if arbitrary_links:
-        vt = random_links(cfg, bs, gen, vocab)
-    else:
-        vt = organized_tree(cfg, bs, gen, vocab)
-    q = target_rows(vt, vocab, gen, row_kind)
-    p = target_rows(vt, vocab, gen, draft_kind)
-    check_against_reference(cfg, vt, q, *coins(bs, num_steps + 1, gen, coin_kind), draft_probs=p)
+@given(case=chain_cases(max_steps=6, max_bs=6, max_vocab=16))
+def test_chain_matches_reference(case):
+    check_against_reference(*case)
 
 
 def agreeing_logits(vt, vocab, gen, agree=0.8):
