@@ -23,6 +23,26 @@ def assert_trees_equal(actual, expected):
         torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=name)
 
 
+def assert_layout_equals(vt, expected, cfg, bs):
+    """A VerifyTree of ``bs`` requests has the contract's shapes and equals a reference's dict
+    of nested lists (reference.verify_tree), field by field."""
+    n = cfg.num_draft_tokens
+    for name in ("draft_tokens", "positions"):
+        assert_matches(getattr(vt, name), expected[name], (bs * n,), torch.int64)
+    for name in ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"):
+        assert_matches(getattr(vt, name), expected[name], (bs, n), torch.int64)
+    assert vt.tree_mask.to(torch.int64).tolist() == expected["tree_mask"]
+
+
+def assert_verdict_equals(verdict, expected, cfg, bs):
+    """A GreedyVerdict of ``bs`` requests has the contract's shapes and equals a reference's
+    (accept_index, num_accepted, predicts) nested lists."""
+    accept, counts, predicts = expected
+    assert_matches(verdict.accept_index, accept, (bs, cfg.num_steps + 1), torch.int64)
+    assert_matches(verdict.num_accepted, counts, (bs,), torch.int64)
+    assert_matches(verdict.predicts, predicts, (bs * cfg.num_draft_tokens,), torch.int64)
+
+
 def on(tensors, device):
     """A NamedTuple of tensors (a DraftTree, a VerifyTree...) moved to ``device``."""
     return type(tensors)(*(t.to(device) for t in tensors))

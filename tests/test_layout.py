@@ -20,7 +20,7 @@ from eagle_fn import (
     verify_greedy,
 )
 from eagle_fn.profiling import OpCounter
-from helpers import assert_matches
+from helpers import assert_layout_equals
 from trees import (
     BITPACKED_DTYPES,
     CROSS_ROW_TREE,
@@ -92,13 +92,7 @@ def check_against_reference(cfg, tree, seed, mode):
     bonus = torch.randint(0, 1000, (bs,), generator=gen)
     seq_lens = torch.randint(0, 50, (bs,), generator=gen)
     vt = build_verify_tree(cfg, tree, bonus, seq_lens, mask_mode=mode)
-    ref = reference.verify_tree(cfg, tree, bonus, seq_lens, mode.value)
-    n = cfg.num_draft_tokens
-    assert_matches(vt.draft_tokens, ref["draft_tokens"], (bs * n,), I64)
-    assert_matches(vt.positions, ref["positions"], (bs * n,), I64)
-    for name in ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"):
-        assert_matches(getattr(vt, name), ref[name], (bs, n), I64)
-    assert mask_values(vt.tree_mask) == ref["tree_mask"]
+    assert_layout_equals(vt, reference.verify_tree(cfg, tree, bonus, seq_lens, mode.value), cfg, bs)
     return vt
 
 

@@ -20,7 +20,7 @@ from eagle_fn import (
 )
 from eagle_fn.probs import Uniforms, sample_from_row
 from eagle_fn.sampling import child_lists
-from helpers import assert_matches
+from helpers import assert_matches, assert_verdict_equals
 from sampling_inputs import (
     COIN_KINDS,
     ROW_KINDS,
@@ -34,6 +34,7 @@ from sampling_inputs import (
     target_rows,
     tree_cases,
 )
+from trees import agreeing_children
 
 I64 = torch.int64
 
@@ -223,13 +224,8 @@ def check_against_reference(cfg, vt, q, u, final, thresholds=(1.0, 1.0), draft_p
     verdict = verify_sampling(
         cfg, vt, q, u, final, threshold_single=single, threshold_acc=acc, draft_probs=draft_probs
     )
-    accept, counts, predicts = reference.verify_sampling(
-        cfg, vt, q, u, final, single, acc, draft_probs
-    )
-    bs, n = vt.retrieve_index.shape
-    assert_matches(verdict.accept_index, accept, (bs, cfg.num_steps + 1), I64)
-    assert_matches(verdict.num_accepted, counts, (bs,), I64)
-    assert_matches(verdict.predicts, predicts, (bs * n,), I64)
+    ref = reference.verify_sampling(cfg, vt, q, u, final, single, acc, draft_probs)
+    assert_verdict_equals(verdict, ref, cfg, vt.retrieve_index.shape[0])
     return verdict
 
 
@@ -261,21 +257,14 @@ def test_chain_matches_reference(case):
 
 
 def agreeing_logits(vt, vocab, gen, agree=0.8):
-    """[bs, N, V] logits whose argmax is often one of the node's children (often a later
-    sibling), with exact ties and NaN now and then."""
+    """[bs, N, V] logits whose argmax is often the token of one of the node's children (see
+    trees.agreeing_children), with exact ties and NaN now and then."""
     bs, n = vt.retrieve_index.shape
     logits = torch.randn(bs, n, vocab, generator=gen).round(decimals=1)
-    tokens, first = vt.draft_tokens.view(bs, n), vt.retrieve_next_token
-    sibling = vt.retrieve_next_sibling
-    for b in range(bs):
-        for node in range(n):
-            child = first[b, node].item()
-            if child < 0 or torch.rand(1, generator=gen).item() > agree:
-                continue
-            while sibling[b, child] >= 0 and torch.rand(1, generator=gen).item() < 0.4:
-                child = sibling[b, child].item()
-            if 0 <= tokens[b, child] < vocab:
-                logits[b, node, tokens[b, child]] = 5.0
+    tokens = vt.draft_tokens.tolist()
+    for node, child in enumerate(agreeing_children(vt, gen, agree)):
+        if child >= 0 and 0 <= tokens[child] < vocab:
+            logits.view(bs * n, vocab)[node, tokens[child]] = 5.0
     logits[torch.rand(bs, n, vocab, generator=gen) < 0.05] = math.nan
     return logits
 

@@ -127,14 +127,13 @@ def malformed_tree(cfg, bs, gen):
     return DraftTree(parents, selected, tokens)
 
 
-def agreeing_target(vt, gen, agree=0.8):
-    """Target predictions that usually name a child of each node (often a later sibling), so
-    that greedy walks go deep and take every branch. Links outside [0, N) and sibling cycles,
-    as in scrambled or malformed trees, end the search for a child."""
+def agreeing_children(vt, gen, agree=0.8):
+    """Per flat node, the flat index of the child a target should name, or -1: usually a child
+    (often a later sibling), so that greedy walks go deep and take every branch. Only links
+    inside [0, N) are followed, at most N sibling hops: scrambled and malformed trees are fine."""
     bs, n = vt.retrieve_index.shape
-    tokens = vt.draft_tokens.tolist()
     first, sibling = vt.retrieve_next_token.tolist(), vt.retrieve_next_sibling.tolist()
-    target = torch.randint(0, 1000, (bs * n,), generator=gen).tolist()
+    chosen = [-1] * (bs * n)
     for b in range(bs):
         for node in range(n):
             child = first[b][node]
@@ -143,5 +142,15 @@ def agreeing_target(vt, gen, agree=0.8):
             hops = 0
             while 0 <= sibling[b][child] < n and hops < n and torch.rand(1, generator=gen) < 0.4:
                 child, hops = sibling[b][child], hops + 1
-            target[b * n + node] = tokens[b * n + child]
+            chosen[b * n + node] = b * n + child
+    return chosen
+
+
+def agreeing_target(vt, gen, agree=0.8):
+    """[bs * N] target predictions that name agreeing_children's choice, else a random token."""
+    tokens = vt.draft_tokens.tolist()
+    target = torch.randint(0, 1000, (len(tokens),), generator=gen).tolist()
+    for node, child in enumerate(agreeing_children(vt, gen, agree)):
+        if child >= 0:
+            target[node] = tokens[child]
     return torch.tensor(target, dtype=I64)
