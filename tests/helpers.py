@@ -16,7 +16,8 @@ def assert_matches(actual, expected, shape, dtype=None):
 
 
 def assert_trees_equal(actual, expected):
-    """Two DraftTrees (or VerifyTrees) are equal field by field: values, dtype, device, shape."""
+    """Two NamedTuples of tensors (DraftTrees, VerifyTrees, DraftSteps, verdicts) are equal
+    field by field: values (NaN where NaN), dtype, device, shape."""
     assert type(actual) is type(expected)
     for name, a, e in zip(actual._fields, actual, expected, strict=True):
         assert a.shape == e.shape, f"{name}: shape {tuple(a.shape)} != {tuple(e.shape)}"

@@ -15,11 +15,7 @@ from eagle_fn.profiling import OpCounter
 from helpers import assert_trees_equal
 from kernel_support import KERNEL_DEVICES, SCORE_DTYPES, hard_scores, resolved
 
-from kernel_probe import interpreter_problem
-
-pytestmark = pytest.mark.skipif(
-    interpreter_problem() is not None, reason=str(interpreter_problem())
-)
+pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
 
 # The interpreter runs a kernel in Python: keep the property tests to small drafts.
 FEW = settings(max_examples=25)
@@ -38,11 +34,9 @@ def dtypes_for(cfg, kind, device):
 
 
 def assert_steps_equal(actual, expected, device):
-    assert type(actual) is type(expected)
-    for name, a, e in zip(actual._fields, actual, expected, strict=True):
+    for name, a in zip(actual._fields, actual, strict=True):
         assert a.device == resolved(device), name
-        assert a.shape == e.shape, f"{name}: shape {tuple(a.shape)} != {tuple(e.shape)}"
-        torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=name)
+    assert_trees_equal(actual, expected)
 
 
 def assert_organize_matches(cfg, lists, device):
