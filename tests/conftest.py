@@ -1,5 +1,5 @@
-"""Shared fixtures: hypothesis profiles, the device parameter, a fresh dynamo and the doctest
-namespace."""
+"""Shared fixtures: hypothesis profiles, the interpreter switch, the device parameter and a fresh
+dynamo."""
 
 import os
 
