@@ -33,7 +33,7 @@ from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
 from helpers import assert_layout_equals, assert_trees_equal, assert_verdict_equals, on
-from kernel_support import KERNEL_DEVICES, resolved, without_interpreter
+from kernel_support import KERNEL_DEVICES, resolved
 from kernel_trees import SMALL_CONFIGS, scrambled_links, sibling_ring
 from trees import (
     BITPACKED_DTYPES,
@@ -541,11 +541,3 @@ def test_cpu_tensors_need_the_interpreter():
         kverify.build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
     with pytest.raises(ValueError, match=r"verify_greedy: the Triton kernels cannot run here"):
         kgreedy.verify_greedy(SPEC_CFG, VT, torch.zeros(16, dtype=I64))
-
-
-def test_kernels_compile_for_hopper():
-    # The interpreter accepts code the compiler rejects: build every variant for sm_90 in a
-    # process without TRITON_INTERPRET (no GPU needed, Triton ships ptxas).
-    pytest.importorskip("triton.backends.nvidia", reason="Triton's CUDA backend")
-    out = without_interpreter("import kernel_trees; kernel_trees.compile_for_hopper()")
-    assert out.count("cubin bytes") == 7
