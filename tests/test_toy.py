@@ -59,3 +59,69 @@ def test_zero_new_tokens():
     assert generated.tokens.shape == (2, 0)
     assert generated.accepted.shape == (0, 2)
     assert generated.mean_accepted == 0.0
+
+
+TARGET, DRAFT = toy_models(vocab=8)
+PROMPTS = torch.tensor([[1, 2, 3], [4, 5, 6]])
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        (
+            (None, PROMPTS, 4),
+            TypeError,
+            r"greedy_generate: target must be a ToyModel, got NoneType",
+        ),
+        (
+            (TARGET, [[1, 2]], 4),
+            TypeError,
+            r"greedy_generate: prompts must be a torch.Tensor, got list",
+        ),
+        (
+            (TARGET, PROMPTS[0], 4),
+            ValueError,
+            r"greedy_generate: prompts must have shape \[bs, context\] \(rank 2\), got shape \[3\]",
+        ),
+        (
+            (TARGET, PROMPTS[:, :1], 4),
+            ValueError,
+            r"greedy_generate: prompts must hold at least 2 tokens per request, got \[2, 1\]",
+        ),
+        (
+            (TARGET, PROMPTS.float(), 4),
+            TypeError,
+            r"greedy_generate: prompts must be an int64 tensor, got torch.float32",
+        ),
+        (
+            (TARGET, PROMPTS.to("meta"), 4),
+            ValueError,
+            r"greedy_generate: prompts is on meta, expected cpu \(the device of the models\)",
+        ),
+        (
+            (TARGET, PROMPTS + 5, 4),
+            ValueError,
+            r"greedy_generate: prompts must hold token ids in \[0, 8\)",
+        ),
+        (
+            (TARGET, PROMPTS, -1),
+            ValueError,
+            r"greedy_generate: max_new_tokens must be >= 0, got -1",
+        ),
+        ((TARGET, PROMPTS, 2.0), TypeError, r"greedy_generate: max_new_tokens must be an int"),
+    ],
+)
+def test_greedy_generate_names_bad_input(args, error, match):
+    with pytest.raises(error, match=match):
+        greedy_generate(*args)
+
+
+def test_speculative_generate_names_mismatched_models():
+    other, _ = toy_models(vocab=9)
+    cfg = DraftConfig.chain(2)
+    with pytest.raises(ValueError, match=r"speculative_generate: target and draft vocabularies"):
+        speculative_generate(cfg, TARGET, other, PROMPTS, 4)
+    with pytest.raises(TypeError, match=r"speculative_generate: draft must be a ToyModel, got int"):
+        speculative_generate(cfg, TARGET, 3, PROMPTS, 4)
+    with pytest.raises(TypeError, match=r"speculative_generate: cfg must be a DraftConfig"):
+        speculative_generate(None, TARGET, DRAFT, PROMPTS, 4)

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import Tensor
 
 from . import arguments as _checks
 from .config import DraftConfig
+from .contracts import Arg, contract
 from .probs import draw_uniforms, target_probs_from_logits
 from .sampling import verify_sampling
 from .toy_draft import draft_tree, sampled_chain
 from .types import GreedyVerdict, VerifyTree
 from .verify import verify_greedy
 from .worker import DraftOrganizer
+
+# The prompts of every generate function: a context per request, on the models' device.
+PROMPTS = contract(
+    "generate", config=False, device_label="the models", prompts=Arg("[bs, context]")
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -224,21 +230,15 @@ def _check_generate(
     for name, model in zip(("target", "draft"), models, strict=False):
         if not isinstance(model, ToyModel):
             raise TypeError(f"{where}: {name} must be a ToyModel, got {type(model).__name__}")
-    vocab = models[0].vocab
-    if len(models) > 1 and models[1].vocab != vocab:
+    vocab, device = models[0].vocab, models[0].table.device
+    if any(model.vocab != vocab for model in models):
         raise ValueError(f"{where}: target and draft vocabularies differ")
-    tensor = _checks.require_tensor(where, "prompts", prompts)
-    if tensor.dim() != 2 or tensor.shape[1] < 2:
-        raise ValueError(
-            f"{where}: prompts must have shape [bs, context >= 2], got {_checks.show(tensor.shape)}"
-        )
-    if tensor.dtype != torch.int64:
-        raise TypeError(f"{where}: prompts must be an int64 tensor, got {tensor.dtype}")
-    if tensor.device != models[0].table.device:
-        raise ValueError(
-            f"{where}: prompts is on {tensor.device}, the models on {models[0].table.device}"
-        )
-    if tensor.numel() and not bool(((tensor >= 0) & (tensor < vocab)).all()):
+    PROMPTS.check(None, prompts, where=where, device=device)
+    tokens = cast(Tensor, prompts)
+    if tokens.shape[1] < 2:
+        got = _checks.show(tokens.shape)
+        raise ValueError(f"{where}: prompts must hold at least 2 tokens per request, got {got}")
+    if not bool(((tokens >= 0) & (tokens < vocab)).all()):
         raise ValueError(f"{where}: prompts must hold token ids in [0, {vocab})")
     _checks.require_int(where, "max_new_tokens", max_new_tokens, 0)
 
