@@ -62,8 +62,7 @@ def verify_sampling(
     chains; lossless with thresholds at 1. Coins in ``[0, 1)`` (unchecked): docs/sampling.md.
 
     Args:
-        cfg: the draft configuration.
-        verify_tree: from :func:`~eagle_fn.build_verify_tree`.
+        cfg, verify_tree: the draft configuration and its :func:`~eagle_fn.build_verify_tree`.
         target_probs: row ``j`` is the target's distribution after node ``j``.
         uniforms, final_uniforms: the coins among node ``j``'s children, and the final one.
         threshold_single, threshold_acc: accept if ``q >= single`` or ``coin <= acc / acc_t``.
@@ -83,8 +82,8 @@ def verify_sampling(
         >>> v.accept_index.tolist(), v.num_accepted.tolist(), v.predicts.tolist()
         ([[0, 1, -1]], [1], [1, 3, 0])
     """
-    args = (cfg, verify_tree, target_probs, uniforms, final_uniforms)
     options = {"threshold_single": threshold_single, "threshold_acc": threshold_acc}
+    args = (cfg, verify_tree, target_probs, uniforms, final_uniforms)
     return sampling_core(*sampling_args(*args, **options, draft_probs=draft_probs))
 
 
