@@ -91,9 +91,9 @@ for version in "${versions[@]}"; do
     echo "== torch $torch_version ($py): log in $log" >&2
     start=$(date +%s)
     set +e
-    # Inductor's cache (precompiled headers included) is per torch release: a shared one
-    # hands one release's headers to another's compiler.
-    (cd "$repo" && TORCHINDUCTOR_CACHE_DIR="$matrix_dir/inductor-$version" PYTHONPATH=src "$py" -m pytest -p no:cacheprovider --junitxml="$junit" \
+    # No TORCHINDUCTOR_CACHE_DIR: the root conftest.py gives every session a fresh inductor
+    # cache, so no release (or older code) hands its compiled artifacts to another.
+    (cd "$repo" && PYTHONPATH=src "$py" -m pytest -p no:cacheprovider --junitxml="$junit" \
         "${pytest_args[@]}") >"$log" 2>&1
     rc=$?
     set -e
