@@ -170,14 +170,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--device", default="cpu", help="where to run, e.g. cpu or cuda (default cpu)"
     )
+    # No choices=: with nargs="*", Python before 3.12 checks an empty list against them.
     parser.add_argument(
         "sections",
         nargs="*",
-        choices=list(SECTIONS),
         metavar="SECTION",
         help=f"what to show, any of {', '.join(SECTIONS)} (default: all)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.sections if name not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section {unknown[0]!r} (choose from {', '.join(SECTIONS)})")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> None:
