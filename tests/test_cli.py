@@ -45,6 +45,7 @@ def test_one_section_prints_only_that_section(capsys):
     assert "tree draft" not in out
 
 
+@pytest.mark.compiled  # the cost table compiles the paths auto compiles on this device
 def test_the_readme_demo_command_runs_every_section():
     # As README.md runs it: a fresh interpreter, no arguments.
     src = str(Path(eagle_fn.__file__).parents[1])
