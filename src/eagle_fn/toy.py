@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, cast
 import torch
 from torch import Tensor
 
-from . import arguments as _checks
+from .arguments import require_config, require_int, show
 from .config import DraftConfig
 from .contracts import Arg, contract
 from .probs import draw_uniforms, target_probs_from_logits
@@ -236,11 +236,11 @@ def _check_generate(
     PROMPTS.check(None, prompts, where=where, device=device)
     tokens = cast(Tensor, prompts)
     if tokens.shape[1] < 2:
-        got = _checks.show(tokens.shape)
+        got = show(tokens.shape)
         raise ValueError(f"{where}: prompts must hold at least 2 tokens per request, got {got}")
     if not bool(((tokens >= 0) & (tokens < vocab)).all()):
         raise ValueError(f"{where}: prompts must hold token ids in [0, {vocab})")
-    _checks.require_int(where, "max_new_tokens", max_new_tokens, 0)
+    require_int(where, "max_new_tokens", max_new_tokens, 0)
 
 
 def _check_speculative(
@@ -248,7 +248,7 @@ def _check_speculative(
 ) -> Tensor | None:
     """speculative_generate's checks; returns the per-request temperatures, None if greedy."""
     where = "speculative_generate"
-    _checks.require_config(where, cfg)
+    require_config(where, cfg)
     _check_generate(where, (target, draft), prompts, max_new_tokens)
     if isinstance(temperature, Tensor) or temperature != 0:
         return _temperatures(where, temperature, prompts)
@@ -260,7 +260,7 @@ def _temperatures(where: str, temperature: object, prompts: Tensor) -> Tensor:
     bs = prompts.shape[0]
     if isinstance(temperature, Tensor):
         if temperature.shape != (bs,):
-            got = _checks.show(temperature.shape)
+            got = show(temperature.shape)
             raise ValueError(f"{where}: temperature must have shape [bs] = [{bs}], got {got}")
         if not temperature.is_floating_point():
             raise TypeError(f"{where}: temperature must be a float tensor, got {temperature.dtype}")
