@@ -160,6 +160,7 @@ def test_chain_verify_computes_only_positions_and_tokens(mode, ops):
         worker.build_verify(*args, mask_mode=mode)
     assert counter.total == ops
     assert dict(counter.ops) == {"aten.cat.default": 1, "aten.add.Tensor": 1}
+    assert "aten.slice.Tensor" not in counter.views  # the cached rows were cut up front
 
 
 def test_full_mask_takes_the_total_or_derives_it():

@@ -9,7 +9,7 @@ with a symbolic bs inside a compiled graph.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,8 +26,31 @@ from .types import DraftTree, MaskMode, Tensors, VerifyTree
 CHAIN = contract("organize_chain", topk_index=Arg("[bs, num_steps]"))
 
 
+class RowViews(CachedTensors):
+    """Cached constants handed out as their first ``bs`` rows.
+
+    :meth:`cut` names the views; ``rows[bs]`` holds them, cut once per bs when the constants
+    are built, so an eager call indexes a tuple instead of slicing. Inside a compiled graph
+    :meth:`at` cuts them with the graph's symbolic bs instead: one graph for every bs.
+    """
+
+    max_bs: int
+    rows: tuple[tuple[Tensor, ...], ...]  # set once in __post_init__; not a dataclass field
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rows", tuple(self.cut(bs) for bs in range(self.max_bs + 1)))
+        super().__post_init__()
+
+    def cut(self, bs: Any) -> tuple[Tensor, ...]:
+        raise NotImplementedError
+
+    def at(self, bs: Any) -> tuple[Tensor, ...]:
+        """The views for ``bs`` rows: cached when eager, cut when compiling."""
+        return self.cut(bs) if is_compiling() else self.rows[bs]
+
+
 @dataclass(frozen=True, eq=False)
-class ChainConstants(CachedTensors):
+class ChainConstants(RowViews):
     """The organization of a chain draft, precomputed on one device for ``bs <= max_bs``.
 
     Contiguous int64 (made with ``repeat``, not ``expand``: downstream kernels read raw
@@ -39,20 +62,21 @@ class ChainConstants(CachedTensors):
     max_bs: int
     parents: Tensor  # [max_bs, parent_width] arange(-1, S - 1) per row
     score_indices: Tensor  # [max_bs, num_steps] arange(S) per row
-    rows: tuple[tuple[Tensor, Tensor], ...] = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        views = ((self.parents[:bs], self.score_indices[:bs]) for bs in range(self.max_bs + 1))
-        object.__setattr__(self, "rows", tuple(views))  # [bs, parent_width], [bs, num_steps]
-        super().__post_init__()
+    def cut(self, bs: Any) -> tuple[Tensor, ...]:
+        return self.parents[:bs], self.score_indices[:bs]  # [bs, parent_width], [bs, S]
 
     def _expected(self) -> dict[str, Tensor]:
         return _organize_tensors(self.config, self.max_bs, self.parents.device)
 
 
 @dataclass(frozen=True, eq=False)
-class ChainVerifyConstants(CachedTensors):
-    """A chain's verify buffers for ``bs <= max_bs`` rows: node ``t`` sits under ``t - 1``."""
+class ChainVerifyConstants(RowViews):
+    """A chain's verify buffers for ``bs <= max_bs`` rows: node ``t`` sits under ``t - 1``.
+
+    ``rows[bs]`` holds the first ``bs`` rows of the links, of ``visible`` and of
+    ``bitpacked`` (``bs * N`` entries).
+    """
 
     config: DraftConfig
     max_bs: int
@@ -62,6 +86,11 @@ class ChainVerifyConstants(CachedTensors):
     visible: Tensor  # [max_bs, N, N] lower triangle: a node sees itself and every earlier one
     bitpacked: Tensor  # [max_bs * N] visible, bit-packed: 2**(t + 1) - 1 (empty when N > 32)
     depth: Tensor  # [N] position offsets 0..N-1
+
+    def cut(self, bs: Any) -> tuple[Tensor, ...]:
+        links = (self.retrieve_index[:bs], self.next_token[:bs], self.next_sibling[:bs])
+        n = self.depth.shape[0]
+        return *links, self.visible[:bs], self.bitpacked[: bs * n]  # [bs, N] x3, [bs, N, N], [bs*N]
 
     def _expected(self) -> dict[str, Tensor]:
         return _verify_tensors(self.config, self.max_bs, self.depth.device)
@@ -150,10 +179,8 @@ def chain_args(constants: Any, topk_index: Any) -> tuple[ChainConstants, Tensor]
 
 def chain_core(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
     """:func:`organize_chain` without its checks: two row slices, the tokens handed through."""
-    bs = topk_index.shape[0]
-    if is_compiling():  # one graph for every bs: slices with a symbolic bs
-        return DraftTree(constants.parents[:bs], constants.score_indices[:bs], topk_index)
-    return DraftTree(*constants.rows[bs], topk_index)
+    parents, score_indices = constants.at(topk_index.shape[0])  # [bs, parent_width], [bs, S]
+    return DraftTree(parents, score_indices, topk_index)
 
 
 def chain_steps_core(constants: ChainConstants, token_list: Tensors) -> DraftTree:
@@ -170,15 +197,13 @@ def chain_verify_core(
     total: int,
 ) -> VerifyTree:
     """A chain's verify tree: constants but for positions, the token layout and FULL's prefix."""
-    bs = draft_tokens.shape[0]
-    n = constants.depth.shape[0]
+    index, next_token, next_sibling, visible, bitpacked = constants.at(draft_tokens.shape[0])
     if mask_mode is MaskMode.BITPACKED:
-        mask = constants.bitpacked[: bs * n]  # [bs * N], cached
+        mask = bitpacked  # [bs * N], cached
     else:
-        mask = layout_mask(constants.visible[:bs], seq_lens, mask_mode, total)
-    c = constants
-    links = (c.retrieve_index[:bs], c.next_token[:bs], c.next_sibling[:bs])  # [bs, N] each
-    return assemble(bonus_tokens, draft_tokens, seq_lens, c.depth, mask, links)
+        mask = layout_mask(visible, seq_lens, mask_mode, total)
+    links = (index, next_token, next_sibling)  # [bs, N] each
+    return assemble(bonus_tokens, draft_tokens, seq_lens, constants.depth, mask, links)
 
 
 def _organize_tensors(cfg: DraftConfig, max_bs: int, device: torch.device) -> dict[str, Tensor]:
