@@ -25,7 +25,7 @@ from ._dynamic import (
 )
 from ._memo import memoized
 from .config import DraftConfig
-from .contracts import Contract
+from .contracts import Contract, shape_dims
 
 ENV_VAR = "EAGLE_FN_COMPILE"
 
@@ -166,10 +166,10 @@ def batch_shapes(
     params = inspect.signature(fn).parameters
 
     def describe(shape: str, length: int | None = None) -> Batch:
-        dims = [d.strip() for d in shape.strip("[] ").split(",")]
-        size = "_".join(dims[0].replace("*", " ").split())
+        first, *rest = shape_dims(shape)
+        size = "_".join(first.replace("*", " ").split())
         bound = max_bs if size == "bs" else None
-        return Batch(len(dims), max=bound, size=size, length=length)
+        return Batch(1 + len(rest), max=bound, size=size, length=length)
 
     out: dict[str, DynamicArg] = {}
     for name, shape in shapes.items():

@@ -153,7 +153,7 @@ class Contract:
         shapes: dict[str, Any] = {}
         for slot in _slots(self, cfg):
             shape = slot.shape.split(" or ")[0]
-            if "bs" not in _dims(shape)[0].split():
+            if "bs" not in shape_dims(shape)[0].split():
                 continue
             name = slot.name.split(".")[-1]
             if name.endswith("]"):  # one step of a list
@@ -183,14 +183,14 @@ def fields(tuple_type: type, /, **args: Arg) -> Fields:
 def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -> None:
     """Checks ``tensor`` against the slot's shape (or any alternative); binds new symbols."""
     shapes = slot.shape.split(" or ")
-    dims = _dims(slot.shape)
+    dims = shape_dims(slot.shape)
     if len(shapes) == 1 and tensor.dim() != len(dims) and any(_unbound(d, env) for d in dims):
         raise ValueError(
             f"{where}: {slot.name} must have shape {slot.shape} (rank {len(dims)}), "
             f"got shape {show(tensor.shape)}"
         )
     for shape in shapes:
-        dims, trial = _dims(shape), dict(env)
+        dims, trial = shape_dims(shape), dict(env)
         if len(dims) != tensor.dim():
             continue
         trial.update((d, n) for d, n in zip(dims, tensor.shape, strict=True) if _unbound(d, trial))
@@ -212,7 +212,7 @@ def _unbound(dim: str, env: dict[str, int]) -> bool:
 
 def _show(shape: str, env: dict[str, int]) -> str:
     """``shape`` with its known symbols evaluated: ``[bs, N, V]`` -> ``[2, 8, V]``."""
-    dims = _dims(shape)
+    dims = shape_dims(shape)
     return show([d if any(_unbound(w, env) for w in d.split()) else _eval(d, env) for d in dims])
 
 
@@ -246,7 +246,7 @@ def symbols(cfg: DraftConfig | None) -> dict[str, int]:
 
 
 @functools.cache
-def _dims(shape: str) -> tuple[str, ...]:
+def shape_dims(shape: str) -> tuple[str, ...]:
     """The dimensions of ``shape``'s first alternative: ``"[bs, k] or [k]"`` -> bs, k."""
     inner = shape.split(" or ")[0].strip()[1:-1].strip()
     return tuple(d.strip() for d in inner.split(",")) if inner else ()
