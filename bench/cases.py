@@ -87,18 +87,22 @@ CHAIN_TARGET = Case.grid(8, 5)  # bs 8, S 5, N 6
 TREE_TARGET = Case(32, 4, 4, 16)  # bs 32, k 4, S 4, N 16
 CHAIN_SWEEP = [CHAIN_TARGET.at_bs(bs) for bs in BATCH_SIZES]
 TREE_SWEEP = [TREE_TARGET.at_bs(bs) for bs in (1, 8, 32, 64, 256)]
+# Issue 10's large tree: each stage here should cost at most twice its TREE_TARGET time.
+TREE_LARGE = Case.grid(256, 8, 8)  # bs 256, k 8, S 8, N 64
 
 CHAIN = [Case.grid(bs, s) for s in NUM_STEPS for bs in BATCH_SIZES]
 TREE = [Case.grid(bs, s, k) for k in TREE_TOPKS for s in NUM_STEPS for bs in BATCH_SIZES]
 TREE += TREE_SWEEP
 # select_top_k's cost at a step >= 1 does not depend on num_steps: S 2 has a step 0 and a step 1.
 SELECT = [Case.grid(bs, 2, k) for k in (1, *TREE_TOPKS) for bs in BATCH_SIZES]
+SELECT += [Case.grid(TREE_TARGET.bs, 2, TREE_TARGET.topk)]
 # Compiling costs seconds: the compiled grid is the two target configs over bs.
 WORKER_CHAIN = {Mode.EAGER: CHAIN, Mode.COMPILED: CHAIN_SWEEP}
 WORKER_TREE = dict.fromkeys(Mode, tuple(TREE_TARGET.at_bs(bs) for bs in (1, 8, 32, 256)))
 
 # The compact run of `python bench/report.py` (pytest -m report): the target configs over bs.
 CHAIN_REPORT = CHAIN_SWEEP
-TREE_REPORT = TREE_SWEEP
-SELECT_REPORT = [Case.grid(bs, 2, 4) for bs in BATCH_SIZES]
+TREE_REPORT = [*TREE_SWEEP, TREE_LARGE]
+SELECT_REPORT = [Case.grid(bs, 2, 4) for bs in (*BATCH_SIZES, TREE_TARGET.bs)]
+SELECT_REPORT += [Case.grid(TREE_LARGE.bs, 2, TREE_LARGE.topk)]
 WORKER_TREE_REPORT = [TREE_TARGET.at_bs(bs) for bs in (8, 32)]
