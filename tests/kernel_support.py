@@ -43,6 +43,11 @@ KERNEL_DEVICES = [
     ),
 ]
 
+# Where the property-based kernel tests run: the GPU when there is one (CPU tensors need the
+# interpreter, which is off there), else the interpreter on CPU tensors. Inputs are drawn on the
+# CPU from seeded generators, then moved here.
+KERNEL_DEVICE = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+
 SCORE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _BITS = {
     torch.float16: torch.int16,

@@ -21,7 +21,7 @@ from eagle_fn._compile import batch_shapes, compile_fn
 from eagle_fn.layout import IS_VALID_TREE, valid_tree_core
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY, greedy_core
-from helpers import assert_trees_equal
+from helpers import assert_trees_equal, on
 from trees import agreeing_target
 
 pytestmark = pytest.mark.compiled
@@ -95,21 +95,22 @@ def assert_verify_equal(a, b):
 
 
 @pytest.mark.parametrize("cfg", [DraftConfig.chain(4), DraftConfig(4, 3, 8)], ids=str)
-def test_build_verify_compiles_once_per_mask_mode(compiled_env, cfg):
-    worker = DraftOrganizer(cfg, max_bs=MAX_BS, device="cpu")
+def test_build_verify_compiles_once_per_mask_mode(compiled_env, cfg, device):
+    # The torch backend: inductor's graphs (the kernels' compiled calls: test_kernels_verify).
+    worker = DraftOrganizer(cfg, max_bs=MAX_BS, device=device, backend="torch")
     gen = torch.Generator().manual_seed(3)
     for expected, mode in enumerate(MaskMode, start=1):
         for bs in [5, 0, 1, 2, MAX_BS]:
-            tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
-            bonus = torch.randint(0, 99, (bs,), generator=gen)
-            seq_lens = torch.randint(0, 40, (bs,), generator=gen)
+            tree = on(organize_tree(cfg, *draft_lists(cfg, bs, gen)), device)
+            bonus = torch.randint(0, 99, (bs,), generator=gen).to(device)
+            seq_lens = torch.randint(0, 40, (bs,), generator=gen).to(device)
             got = worker.build_verify(tree, bonus, seq_lens, mask_mode=mode)
             assert_verify_equal(got, build_verify_tree(cfg, tree, bonus, seq_lens, mask_mode=mode))
         assert graphs() == expected, mode  # new sequence lengths never recompile FULL
     assert_no_graph_breaks()
 
 
-def test_greedy_verification_and_validity_compile_as_full_graphs(compiled_env):
+def test_greedy_verification_and_validity_compile_as_full_graphs(compiled_env, device):
     cfg = DraftConfig(4, 3, 8)
     # The contracts' batch dims, as the worker derives them for its own paths.
     shapes = VERIFY_GREEDY.batch_shapes(cfg)
@@ -118,11 +119,10 @@ def test_greedy_verification_and_validity_compile_as_full_graphs(compiled_env):
     valid = compile_fn(valid_tree_core, enabled=True, shapes=batch_shapes(valid_tree_core, shapes))
     gen = torch.Generator().manual_seed(4)
     for bs in [3, 0, 1, 2, 7]:
-        tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, "nan"))
-        vt = build_verify_tree(
-            cfg, tree, torch.zeros(bs, dtype=torch.int64), torch.zeros(bs, dtype=torch.int64)
-        )
-        target = agreeing_target(vt, gen)
+        tree = on(organize_tree(cfg, *draft_lists(cfg, bs, gen, "nan")), device)
+        zeros = torch.zeros(bs, dtype=torch.int64, device=device)
+        vt = build_verify_tree(cfg, tree, zeros, zeros)
+        target = agreeing_target(on(vt, "cpu"), gen).to(device)
         got = greedy(
             cfg,
             vt.draft_tokens,

@@ -32,7 +32,7 @@ from sampling_inputs import (
 
 pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DEVICE = kernel_support.KERNEL_DEVICE
 # The interpreter runs each program in Python: few, small examples.
 FEW = settings(max_examples=40)
 
@@ -147,9 +147,10 @@ def op_args(chain):
     gen = torch.Generator().manual_seed(4)
     cfg = DraftConfig.chain(3) if chain else DraftConfig(2, 3, 6)
     n = cfg.num_draft_tokens
-    vt = on(organized_tree(cfg, 3, gen, 10), DEVICE)
-    q = target_rows(vt, 10, gen, "agree").view(3 * n, 10).to(DEVICE)
-    p = target_rows(vt, 10, gen, "smooth").view(3 * n, 10).to(DEVICE) if chain else q
+    cpu_vt = organized_tree(cfg, 3, gen, 10)  # drawn on the CPU, then moved
+    vt = on(cpu_vt, DEVICE)
+    q = target_rows(cpu_vt, 10, gen, "agree").view(3 * n, 10).to(DEVICE)
+    p = target_rows(cpu_vt, 10, gen, "smooth").view(3 * n, 10).to(DEVICE) if chain else q
     u, final = (t.to(DEVICE) for t in coins(3, n, gen, "uniform"))
     tree = (vt.draft_tokens, vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
     return cfg, vt, (*tree, q, p, u, final, cfg.num_steps, 1.0, 1.0, chain)

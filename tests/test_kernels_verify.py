@@ -33,7 +33,7 @@ from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
 from helpers import assert_layout_equals, assert_trees_equal, assert_verdict_equals, on
-from kernel_support import KERNEL_DEVICES, resolved
+from kernel_support import KERNEL_DEVICE, KERNEL_DEVICES, resolved
 from kernel_trees import SMALL_CONFIGS, scrambled_links, sibling_ring
 from trees import (
     BITPACKED_DTYPES,
@@ -139,8 +139,8 @@ def test_build_matches_torch_on_organized_trees(mode, cfg, bs, kind, seed):
     # NaN and tied scores change which candidates organize_tree selects, not the layout rules.
     assume_mode(cfg, mode)
     gen = torch.Generator().manual_seed(seed)
-    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, kind))
-    check_build_reference(cfg, tree, *random_rows(bs, gen, "cpu"), mode)
+    tree = on(organize_tree(cfg, *draft_lists(cfg, bs, gen, kind)), KERNEL_DEVICE)
+    check_build_reference(cfg, tree, *random_rows(bs, gen, KERNEL_DEVICE), mode)
 
 
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
@@ -149,7 +149,8 @@ def test_build_matches_torch_on_organized_trees(mode, cfg, bs, kind, seed):
 def test_build_matches_torch_on_malformed_trees(mode, cfg, bs, seed):
     assume_mode(cfg, mode)
     gen = torch.Generator().manual_seed(seed)
-    check_build_reference(cfg, malformed_tree(cfg, bs, gen), *random_rows(bs, gen, "cpu"), mode)
+    tree = on(malformed_tree(cfg, bs, gen), KERNEL_DEVICE)
+    check_build_reference(cfg, tree, *random_rows(bs, gen, KERNEL_DEVICE), mode)
 
 
 def assume_mode(cfg, mode):
@@ -259,8 +260,10 @@ def test_greedy_matches_torch_on_organized_trees(cfg, bs, kind, seed):
     gen = torch.Generator().manual_seed(seed)
     tree = organize_tree(cfg, *draft_lists(cfg, bs, gen, kind))
     vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
-    check_greedy(cfg, vt, agreeing_target(vt, gen))  # deep walks, every branch
-    check_greedy(cfg, vt, torch.randint(0, 1000, (bs * cfg.num_draft_tokens,), generator=gen))
+    deep = agreeing_target(vt, gen)  # deep walks, every branch
+    check_greedy(cfg, on(vt, KERNEL_DEVICE), deep.to(KERNEL_DEVICE))
+    other = torch.randint(0, 1000, (bs * cfg.num_draft_tokens,), generator=gen)
+    check_greedy(cfg, on(vt, KERNEL_DEVICE), other.to(KERNEL_DEVICE))
 
 
 @FEW
@@ -268,7 +271,8 @@ def test_greedy_matches_torch_on_organized_trees(cfg, bs, kind, seed):
 def test_greedy_matches_torch_on_malformed_trees(cfg, bs, seed):
     gen = torch.Generator().manual_seed(seed)
     vt = build_verify_tree(cfg, malformed_tree(cfg, bs, gen), *random_rows(bs, gen, "cpu"))
-    check_greedy(cfg, vt, agreeing_target(vt, gen, agree=0.9))
+    target = agreeing_target(vt, gen, agree=0.9)
+    check_greedy(cfg, on(vt, KERNEL_DEVICE), target.to(KERNEL_DEVICE))
 
 
 @FEW
@@ -279,8 +283,8 @@ def test_greedy_bounded_walk_equals_pointer_doubling_on_cyclic_links(cfg, bs, se
     gen = torch.Generator().manual_seed(seed)
     tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
     vt = scrambled_links(build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu")), gen)
-    n = cfg.num_draft_tokens
-    check_greedy(cfg, vt, torch.randint(0, 3, (bs * n,), generator=gen), with_reference=False)
+    target = torch.randint(0, 3, (bs * cfg.num_draft_tokens,), generator=gen)
+    check_greedy(cfg, on(vt, KERNEL_DEVICE), target.to(KERNEL_DEVICE), with_reference=False)
 
 
 @FEW
@@ -292,8 +296,8 @@ def test_greedy_matches_torch_with_any_retrieve_index(cfg, bs, seed):
     tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
     vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
     vt = scrambled_links(vt, gen, scramble_index=True)
-    n = cfg.num_draft_tokens
-    check_greedy(cfg, vt, torch.randint(0, 3, (bs * n,), generator=gen), with_reference=False)
+    target = torch.randint(0, 3, (bs * cfg.num_draft_tokens,), generator=gen)
+    check_greedy(cfg, on(vt, KERNEL_DEVICE), target.to(KERNEL_DEVICE), with_reference=False)
 
 
 def test_greedy_wide_trees_and_foreign_rows(device):

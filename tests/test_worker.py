@@ -13,7 +13,10 @@ from eagle_fn import (
     organize_multilayer,
     organize_tree,
 )
+from eagle_fn._backend import Backend
+from eagle_fn._compile import compiled_paths
 from eagle_fn.profiling import OpCounter
+from eagle_fn.worker import PATHS
 from helpers import assert_matches, assert_trees_equal
 
 
@@ -112,6 +115,17 @@ def test_compile_mode(monkeypatch, env, compile, expected):
         monkeypatch.setenv("EAGLE_FN_COMPILE", env)
     w = DraftOrganizer(DraftConfig.chain(2), max_bs=2, device="cpu", compile=compile)
     assert w.compiled == expected
+
+
+@pytest.mark.parametrize(
+    ("backend", "expected"),
+    [(Backend.TORCH, {"tree", "verify"}), (Backend.TRITON, set())],
+)
+def test_auto_on_cuda_compiles_what_measured_faster(monkeypatch, backend, expected):
+    # No GPU needed: the choice reads the device type. The Triton backend serves both paths
+    # with one fused launch each, which compiling would not fuse further.
+    monkeypatch.delenv("EAGLE_FN_COMPILE", raising=False)
+    assert compiled_paths(None, torch.device("cuda"), PATHS, backend) == expected
 
 
 @pytest.mark.parametrize("value", ["yes", "true", "2", "", "AUTO "])
