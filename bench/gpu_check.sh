@@ -6,10 +6,10 @@
 # Made for a machine with one GPU, torch, triton, pytest, hypothesis and pytest-benchmark
 # already installed, no network and nothing to install: it runs the source tree
 # (PYTHONPATH=src) and needs no matplotlib. Every step has a time limit, and a step that fails
-# or runs out of time does not stop the next. About 8 minutes at most. Writes under $OUT
-# (a new temporary folder when unset), 7 files:
+# or runs out of time does not stop the next. At most 9.5 minutes; the first H200 run
+# (2026-11-30) took 5. Writes under $OUT (a new temporary folder when unset), 7 files:
 #   summary.txt         the versions, the GPU, and each step's exit status and seconds
-#   tests.log           pytest on the CUDA tests and the kernel tests, then bench/test_gpu.py
+#   tests.log           pytest on the suite (CUDA and kernel tests first), then bench/test_gpu.py
 #   bench.log           the compact benchmark run on CUDA
 #   bench_cuda.json     its --benchmark-json
 #   render.log          bench/report.py's output
@@ -52,19 +52,25 @@ for name in ("triton", "pytest", "hypothesis", "pytest_benchmark", "eagle_fn", "
 EOF
 } >"$SUMMARY"
 
-# (a) The test suite on the GPU machine (the Triton kernels for real), then the CUDA checks of the benchmark's own measuring code (a separate run: tests/ and bench/ each
-# have a conftest.py, and one pytest process cannot import both).
-# The whole suite, CUDA-parametrized tests included, on 12 processes where pytest-xdist is
-# installed: the kernel tests compile one Triton kernel per shape variant for real.
-XDIST=()
-"$PY" -c "import xdist" 2>/dev/null && XDIST=(-n 12)
-step tests tests.log 170 "$PY" -m pytest tests -q -p no:cacheprovider "${XDIST[@]}" -rfE
+# (a) The test suite on the GPU machine, then the CUDA checks of the benchmark's own measuring
+# code (a separate run: tests/ and bench/ each have a conftest.py, and one pytest process
+# cannot import both). The suite in two steps, on 14 processes where pytest-xdist is installed: first every
+# CUDA-parametrized test and the kernel tests (which compile one Triton kernel per shape
+# variant for real), then the rest. pytest-timeout, where installed, fails one stuck test
+# with its traceback instead of letting the step's limit hide which one it was.
+PARALLEL=()
+"$PY" -c "import xdist" 2>/dev/null && PARALLEL+=(-n 14)
+"$PY" -c "import pytest_timeout" 2>/dev/null && PARALLEL+=(--timeout=120)
+GPU_TESTS="cuda or kernel or triton or compile"
+step tests_gpu tests.log 150 "$PY" -m pytest tests -q -p no:cacheprovider "${PARALLEL[@]}" \
+    -rfE --durations=15 -k "$GPU_TESTS"
+step tests_rest tests.log 110 "$PY" -m pytest tests -q -p no:cacheprovider "${PARALLEL[@]}" \
+    -rfE --durations=15 -k "not ($GPU_TESTS)"
 step bench_checks tests.log 40 "$PY" -m pytest bench/test_gpu.py -q -p no:cacheprovider
 
-# (b) The compact benchmark run on CUDA. bench_compile_options.py measures CPU compile options
-# only (and needs torch.fx.experimental.dynamic_spec): it is left out here.
-# The modules in order of what the issues' targets need most: a run cut short by its limit
-# still has the kernel rows.
+# (b) The compact benchmark run on CUDA, its modules in the order the issues' targets need
+# them (a run cut short by its limit still has the kernel rows). bench_compile_options.py
+# measures CPU compile options only (and needs torch.fx.experimental.dynamic_spec): left out.
 step bench bench.log 230 "$PY" -m pytest bench/bench_tree.py bench/bench_verify.py \
     bench/bench_steps.py bench/bench_sampling.py bench/bench_chain.py bench/bench_worker.py \
     -m report --benchmark-only -q -p no:cacheprovider \
