@@ -8,12 +8,12 @@ from .. import verify
 from ..config import DraftConfig
 from ..types import GreedyVerdict
 from ._kernels_verify import verify_greedy_kernel
-from ._ops import fused, kernel_core, launch, power_of_2, register_op
+from ._ops import call, fused, kernel_core, launch, power_of_2, register_op
 
 
 def _greedy(cfg: DraftConfig, *tensors: Tensor) -> GreedyVerdict:
     """``greedy_core``'s body: ``tensors`` are its five tensors, in order."""
-    return GreedyVerdict(*VERIFY_GREEDY_OP(*tensors, cfg.num_steps))
+    return GreedyVerdict(*call(VERIFY_GREEDY_OP, *tensors, cfg.num_steps))
 
 
 def _verify_greedy(

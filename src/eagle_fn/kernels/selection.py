@@ -16,13 +16,13 @@ from .. import selection
 from ..config import DraftConfig
 from ..types import DraftStep
 from ._floats import narrow, widen
-from ._ops import block, fused, launch, power_of_2, register_op
+from ._ops import block, call, fused, launch, power_of_2, register_op
 from ._rank import count_better, rank_key
 
 
 def first_step(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) -> DraftStep:
     """Step 0 with one launch for ``hidden_index`` and ``parents_entry``."""
-    return selection.first_entries(topk_p, topk_index, *first_step_op(topk_index, cfg.topk))
+    return selection.first_entries(topk_p, topk_index, *call(first_step_op, topk_index, cfg.topk))
 
 
 def next_step(
@@ -30,8 +30,8 @@ def next_step(
 ) -> DraftStep:
     k = cfg.topk
     offset = k * k * (step - 1) + k  # flat index of this step's first candidate
-    input_ids, hidden_index, best, expand, parents = next_step_op(
-        topk_p, topk_index, scores, k, offset
+    input_ids, hidden_index, best, expand, parents = call(
+        next_step_op, topk_p, topk_index, scores, k, offset
     )
     return DraftStep(
         input_ids=input_ids,
