@@ -7,9 +7,10 @@
 # already installed, no network and nothing to install: it runs the source tree
 # (PYTHONPATH=src) and needs no matplotlib. Every step has a time limit, and a step that fails
 # or runs out of time does not stop the next. At most 9.5 minutes; the first H200 run
-# (2026-11-30) took 5. Writes under $OUT (a new temporary folder when unset), 7 files:
+# (2026-11-30) took 5. Writes under $OUT (a new temporary folder when unset), 8 files:
 #   summary.txt         the versions, the GPU, and each step's exit status and seconds
 #   tests.log           pytest on the suite (CUDA and kernel tests first), then bench/test_gpu.py
+#   demo.log            python -m eagle_fn --device cuda
 #   bench.log           the compact benchmark run on CUDA
 #   bench_cuda.json     its --benchmark-json
 #   render.log          bench/report.py's output
@@ -68,6 +69,9 @@ step tests_rest tests.log 110 "$PY" -m pytest tests -q -p no:cacheprovider "${PA
     -rfE --durations=15 -k "not ($GPU_TESTS)"
 step bench_checks tests.log 40 "$PY" -m pytest bench/test_gpu.py -q -p no:cacheprovider
 
+# The README's demo on the GPU: every section, the cost table with kernels per call.
+step demo demo.log 90 "$PY" -m eagle_fn --device cuda
+
 # (b) The compact benchmark run on CUDA, its modules in the order the issues' targets need
 # them (a run cut short by its limit still has the kernel rows). bench_compile_options.py
 # measures CPU compile options only (and needs torch.fx.experimental.dynamic_spec): left out.
@@ -82,6 +86,6 @@ cp docs/benchmarks.md "$OUT/benchmarks.md"
 step render render.log 30 "$PY" bench/report.py --device cuda --from-json "$OUT/bench_cuda.json" \
     --markdown "$OUT/benchmarks.md" --section-out "$OUT/benchmarks_cuda.md"
 
-tail -n 3 "$OUT/tests.log" "$OUT/bench.log" >>"$SUMMARY" 2>&1
+tail -n 3 "$OUT/tests.log" "$OUT/demo.log" "$OUT/bench.log" >>"$SUMMARY" 2>&1
 cat "$SUMMARY"
 echo "results in $OUT"
