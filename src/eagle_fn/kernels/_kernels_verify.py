@@ -44,7 +44,10 @@ def verify_build_kernel(
     )
     seq_len = tl.load(seq_lens_ptr + row)
     base = row * n
-    depth, bits = _walk_all(parent, node, n, num_steps, MODE == 1)  # [BLOCK_N] int64 each
+    # Up to 64 nodes, each walk's visited nodes fit one int64 word: every mask row is read off
+    # its word, with no second walk per row.
+    packed: tl.constexpr = BLOCK_N <= 64
+    depth, bits = _walk_all(parent, node, n, num_steps, packed)  # [BLOCK_N] int64 each
     draft = tl.load(draft_ptr + row * (n - 1) + node - 1, mask=valid & (node > 0), other=0)
     tl.store(
         tokens_ptr + base + node, tl.where(node == 0, tl.load(bonus_ptr + row), draft), mask=valid
@@ -57,18 +60,32 @@ def verify_build_kernel(
     if MODE == 2:
         # Request r's FULL block follows N rows of seq_len + N cells per earlier request.
         start = n * (_sum_before(seq_lens_ptr, row, 256) + row * n) + seq_len
-    for first_row in range(0, n, ROWS):
-        rows = first_row + tl.arange(0, ROWS)  # [ROWS]
-        _links(parent, node, rows, n, next_ptr + base, sibling_ptr + base)
+    if packed:
+        # One tile holds every row (ROWS == BLOCK_N): row r is node r.
+        _links(parent, parent, node, node, n, next_ptr + base, sibling_ptr + base)
         if MODE != 1:
-            visible = _walk_rows(parent, node, rows, n, num_steps)  # [ROWS, BLOCK_N]
-            keep = (rows < n)[:, None] & valid[None, :]
-            if MODE == 0:
-                cell = row * n * n + rows[:, None] * n + node[None, :]
-            else:
-                cell = start + rows[:, None] * (seq_len + n) + node[None, :]
-                keep = keep & (cell >= 0) & (cell < total)
-            tl.store(mask_ptr + cell, visible, mask=keep)
+            visible = ((bits[:, None] >> node[None, :].to(tl.int64)) & 1) != 0  # [N, N]
+            _store_rows(mask_ptr, visible, node, node, row, n, start, seq_len, total, MODE)
+    else:
+        for first_row in range(0, n, ROWS):
+            rows = first_row + tl.arange(0, ROWS)  # [ROWS]
+            own = tl.gather(parent, rows, 0)  # [ROWS] parent of each row's node
+            _links(parent, own, node, rows, n, next_ptr + base, sibling_ptr + base)
+            if MODE != 1:
+                visible = _walk_rows(parent, node, rows, n, num_steps)  # [ROWS, BLOCK_N]
+                _store_rows(mask_ptr, visible, node, rows, row, n, start, seq_len, total, MODE)
+
+
+@triton.jit
+def _store_rows(mask_ptr, visible, node, rows, row, n, start, seq_len, total, MODE: tl.constexpr):
+    """Mask rows ``rows`` of request ``row``, QLEN (MODE 0) or FULL (MODE 2)."""
+    keep = (rows < n)[:, None] & (node < n)[None, :]
+    if MODE == 0:
+        cell = row * n * n + rows[:, None] * n + node[None, :]
+    else:
+        cell = start + rows[:, None] * (seq_len + n) + node[None, :]
+        keep = keep & (cell >= 0) & (cell < total)
+    tl.store(mask_ptr + cell, visible, mask=keep)
 
 
 @triton.jit
@@ -124,9 +141,9 @@ def _walk_rows(parent, node, rows, n, num_steps):
 
 
 @triton.jit
-def _links(parent, node, rows, n, next_row, sibling_row):
-    """First child and next sibling of the nodes ``rows``, children in ascending order."""
-    own = tl.gather(parent, rows, 0)  # [ROWS] parent of each row's node
+def _links(parent, own, node, rows, n, next_row, sibling_row):
+    """First child and next sibling of the nodes ``rows`` (parents ``own``), children in
+    ascending order."""
     child = parent[None, :] == rows[:, None]
     sibling = (
         (parent[None, :] == own[:, None]) & (own >= 0)[:, None] & (node[None, :] > rows[:, None])

@@ -18,6 +18,7 @@ QLEN, BITPACKED, FULL = 0, 1, 2
 # The kernel writes BITPACKED rows through a signed view of the same width.
 _SIGNED = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32}
 TILE = 4096  # elements of the [rows, N] tiles a program works on at once
+PACKED_N = 64  # up to this many nodes a walk fits one int64 word: one [N, N] tile, one warp
 
 
 def _build(cfg: DraftConfig, *args: Any) -> VerifyTree:
@@ -66,13 +67,16 @@ def _verify_build(
     parents = parent_list.contiguous() if width > 0 else top_scores_index
     block = power_of_2(n)
     rows = min(block, max(1, TILE // block))
+    # Packed trees are light (one tile, no per-row walks): one warp keeps the reductions and
+    # register gathers inside it, with no barriers and no work copied across warps.
+    warps = 1 if block <= PACKED_N or block * rows <= 1024 else 4
     launch(
         verify_build_kernel, bs,
         parents, top_scores_index.contiguous(), draft_tokens.contiguous(),
         bonus_tokens.contiguous(), seq_lens.contiguous(),
         tokens, positions, bits, index, next_token, next_sibling,
         topk, num_steps, width, n, total,
-        num_warps=1 if block * rows <= 1024 else 4,  # small tiles: no cross-warp reductions
+        num_warps=warps,
         MODE=mask_mode,
         BLOCK_N=block,
         ROWS=rows,
