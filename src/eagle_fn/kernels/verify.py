@@ -10,7 +10,7 @@ from torch import Tensor
 from .. import layout
 from ..config import DraftConfig
 from ..types import MaskMode, VerifyTree, bitpacked_dtype
-from ._kernels_verify import verify_build_kernel
+from ._kernels_build import verify_build_kernel
 from ._ops import fused, kernel_core, launch, power_of_2, register_op
 
 # The op takes the mask layout as a flat int (schemas hold no enums).
