@@ -34,6 +34,7 @@ def verify_build_kernel(
     MODE: tl.constexpr,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
+    WORDS: tl.constexpr,
 ):
     """One request per program: parents, the bounded walk, links and the mask, all in-row."""
     row = tl.program_id(0).to(tl.int64)
@@ -61,8 +62,10 @@ def verify_build_kernel(
         # Request r's FULL block follows N rows of seq_len + N cells per earlier request.
         start = n * (_sum_before(seq_lens_ptr, row, 256) + row * n) + seq_len
     if packed:
-        _packed_links(parent, node, next_ptr + base, sibling_ptr + base, n)
-        if MODE != 1:
+        _packed_links(parent, node, next_ptr + base, sibling_ptr + base, n, BLOCK_N)
+        if WORDS:
+            _store_words(mask_ptr, bits, node, row, n, BLOCK_N)
+        elif MODE != 1:
             visible = ((bits[:, None] >> node[None, :].to(tl.int64)) & 1) != 0  # [N, N]
             _store_rows(mask_ptr, visible, node, node, row, n, start, seq_len, total, MODE)
     else:
@@ -85,6 +88,18 @@ def _store_rows(mask_ptr, visible, node, rows, row, n, start, seq_len, total, MO
         cell = start + rows[:, None] * (seq_len + n) + node[None, :]
         keep = keep & (cell >= 0) & (cell < total)
     tl.store(mask_ptr + cell, visible, mask=keep)
+
+
+@triton.jit
+def _store_words(mask_ptr, bits, node, row, n, BLOCK_N: tl.constexpr):
+    """QLEN rows written as int32 words of four 0/1 cells (N a multiple of 4): byte k of word
+    q is cell 4q + k. A nibble times 0x204081 moves its bit k to bit 8k, without carries."""
+    quad = tl.arange(0, BLOCK_N // 4)  # [BLOCK_N // 4]
+    nibble = ((bits[:, None] >> (4 * quad[None, :]).to(tl.int64)) & 0xF).to(tl.int32)
+    word = (nibble * 0x204081) & 0x01010101  # [BLOCK_N, BLOCK_N // 4]
+    per_row = n // 4
+    at = row * n * per_row + node[:, None] * per_row + quad[None, :]
+    tl.store(mask_ptr + at, word, mask=(node < n)[:, None] & (quad < per_row)[None, :])
 
 
 @triton.jit
@@ -186,18 +201,30 @@ def _links(parent, own, node, rows, n, next_row, sibling_row):
 
 
 @triton.jit
-def _packed_links(parent, node, next_row, sibling_row, n):
+def _packed_links(parent, node, next_row, sibling_row, n, BLOCK_N: tl.constexpr):
     """``_links`` for N <= 64 from one ``[N, N]`` tile: each node's children as one int64
     word, whose lowest bit is the first child and whose lowest bit past a child is the next
     sibling of that child."""
-    bit = tl.full(node.shape, 1, tl.int64) << node.to(tl.int64)  # [BLOCK_N]
-    child = parent[None, :] == node[:, None]  # [BLOCK_N (parent), BLOCK_N (child)]
-    children = tl.reduce(tl.where(child, bit[None, :], 0), 1, _either)  # [BLOCK_N] int64
+    children = _children(parent, node, BLOCK_N)  # [BLOCK_N] int64
     siblings = tl.gather(children, tl.maximum(parent, 0), 0)  # [BLOCK_N] int64
     later = siblings & (tl.full(node.shape, -2, tl.int64) << node.to(tl.int64))
     keep = node < n
     tl.store(next_row + node, _lowest_bit(children), mask=keep)
     tl.store(sibling_row + node, tl.where(parent >= 0, _lowest_bit(later), -1), mask=keep)
+
+
+@triton.jit
+def _children(parent, node, BLOCK_N: tl.constexpr):
+    """Bit ``c`` of word ``p`` set when ``parent[c] == p``: ``[BLOCK_N]`` int64, built from
+    int32 halves (a 64-bit OR per cell would take twice the instructions)."""
+    half: tl.constexpr = min(BLOCK_N, 32)
+    halves = tl.reshape(parent, (BLOCK_N // half, half))  # [K, half]: child c at (c // 32, c % 32)
+    lane = tl.arange(0, half)  # [half]
+    child = halves[None, :, :] == node[:, None, None]  # [BLOCK_N (parent), K, half]
+    bit = tl.full(lane.shape, 1, tl.int32) << lane  # [half]
+    words = tl.reduce(tl.where(child, bit[None, None, :], 0), 2, _either)  # [BLOCK_N, K]
+    shift = 32 * tl.arange(0, BLOCK_N // half).to(tl.int64)  # [K]
+    return tl.sum((words.to(tl.int64) & 0xFFFFFFFF) << shift[None, :], 1)  # disjoint bits
 
 
 @triton.jit

@@ -60,12 +60,15 @@ def _verify_build(
     next_token = top_scores_index.new_empty(bs, n)  # [bs, N]
     next_sibling = top_scores_index.new_empty(bs, n)  # [bs, N]
     mask = _empty_mask(top_scores_index, bs, n, mask_mode, total)
-    bits = mask.view(_SIGNED.get(mask.dtype, mask.dtype))  # same memory, a type Triton takes
+    block = power_of_2(n)
+    # Packed QLEN rows of whole 4-cell words are written as int32 words.
+    words = mask_mode == QLEN and block <= PACKED_N and n % 4 == 0
+    view = torch.int32 if words else _SIGNED.get(mask.dtype, mask.dtype)
+    bits = mask.view(view)  # same memory, a type Triton takes
     width = parent_list.shape[1]
     # A one-step draft has no parent table; its loads are masked off, but the kernel still
     # takes a pointer, so it gets one that points at real memory.
     parents = parent_list.contiguous() if width > 0 else top_scores_index
-    block = power_of_2(n)
     rows = min(block, max(1, TILE // block))
     # Packed trees are light (one tile, no per-row walks): one warp keeps the reductions and
     # register gathers inside it, with no barriers and no work copied across warps.
@@ -80,6 +83,7 @@ def _verify_build(
         MODE=mask_mode,
         BLOCK_N=block,
         ROWS=rows,
+        WORDS=words,
     )  # fmt: skip
     return tokens, positions, mask, index, next_token, next_sibling
 
