@@ -99,7 +99,8 @@ def _store_words(mask_ptr, bits, node, row, n, BLOCK_N: tl.constexpr):
     word = (nibble * 0x204081) & 0x01010101  # [BLOCK_N, BLOCK_N // 4]
     per_row = n // 4
     at = row * n * per_row + node[:, None] * per_row + quad[None, :]
-    tl.store(mask_ptr + at, word, mask=(node < n)[:, None] & (quad < per_row)[None, :])
+    keep = (node < n)[:, None] & (quad < per_row)[None, :]
+    tl.store(mask_ptr.to(tl.pointer_type(tl.int32)) + at, word, mask=keep)
 
 
 @triton.jit

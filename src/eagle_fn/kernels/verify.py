@@ -60,11 +60,10 @@ def _verify_build(
     next_token = top_scores_index.new_empty(bs, n)  # [bs, N]
     next_sibling = top_scores_index.new_empty(bs, n)  # [bs, N]
     mask = _empty_mask(top_scores_index, bs, n, mask_mode, total)
+    bits = mask.view(_SIGNED.get(mask.dtype, mask.dtype))  # same memory, a type Triton takes
     block = power_of_2(n)
-    # Packed QLEN rows of whole 4-cell words are written as int32 words.
+    # The kernel writes packed QLEN rows of whole 4-cell words as int32 words.
     words = mask_mode == QLEN and block <= PACKED_N and n % 4 == 0
-    view = torch.int32 if words else _SIGNED.get(mask.dtype, mask.dtype)
-    bits = mask.view(view)  # same memory, a type Triton takes
     width = parent_list.shape[1]
     # A one-step draft has no parent table; its loads are masked off, but the kernel still
     # takes a pointer, so it gets one that points at real memory.
