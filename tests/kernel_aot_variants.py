@@ -19,6 +19,7 @@ from eagle_fn import DraftConfig, MaskMode
 BS = 32
 SMALL, LARGE = DraftConfig(4, 4, 16), DraftConfig(8, 8, 64)  # the two sizes
 CHAIN, ONE_STEP, DEEP = DraftConfig(1, 4, 5), DraftConfig(2, 1, 3), DraftConfig(2, 18, 20)
+WIDE = DraftConfig(4, 8, 100)  # over 64 nodes: the verify build's row-tiled walk
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -149,13 +150,14 @@ def verify_variants():
         fused.verify_core(*layout.verify_args(cfg, tree, seq_lens, seq_lens, mask_mode=mode))
 
     configs = {
-        MaskMode.QLEN: (SMALL, LARGE, CHAIN, ONE_STEP),
-        MaskMode.FULL: (SMALL, LARGE, CHAIN, ONE_STEP),
+        MaskMode.QLEN: (SMALL, LARGE, CHAIN, ONE_STEP, WIDE),
+        MaskMode.FULL: (SMALL, LARGE, CHAIN, ONE_STEP, WIDE),
         MaskMode.BITPACKED: (DraftConfig(2, 3, 8), SMALL, DraftConfig(8, 8, 32)),  # 8, 16, 32 bits
     }
     for mode, cfgs in configs.items():
         for cfg in cfgs:
             ci = cfg in (SMALL, LARGE) or cfg.num_draft_tokens == 32
+            ci = ci or (cfg is WIDE and mode is MaskMode.QLEN)
             yield f"verify build {mode.name} {label(cfg)}", ci, partial(launch, cfg, mode)
 
 

@@ -4,7 +4,7 @@ agreeing targets are in trees.py, shared with the torch tests)."""
 import torch
 
 from drafts import draft_configs
-from eagle_fn import VerifyTree
+from eagle_fn import DraftConfig, DraftTree, VerifyTree
 
 I64 = torch.int64
 
@@ -44,3 +44,25 @@ def sibling_ring(n, match_at):
         retrieve_next_token=torch.tensor([[0] + [-1] * (n - 1)]),
         retrieve_next_sibling=torch.tensor([[*range(1, n), 0]]),
     )
+
+
+# N = 64, the most nodes whose walks fit one int64 word: topk 2 and 33 steps give a parent
+# table of 65 slots, so node j >= 2 can be candidate 2j, in slot j (node 1 is candidate 0, the
+# root's child). Node 5 has children 6, 31, 32 and 63: siblings across the int32 halves and at
+# bit 63. 2..30 and 33..62 chain down from 1 and 32; 45's parent is not selected; 50 is its
+# own parent; 62's walk is 36 nodes long, past the 33 steps.
+EDGE_CFG = DraftConfig(2, 33, 64)
+EDGE_PARENTS = {**{j: j - 1 for j in range(2, 64)}, 31: 5, 32: 5, 63: 5, 45: None, 50: 50}
+
+
+def edge_tree(*, ascending=True):
+    """EDGE_PARENTS as a one-request DraftTree; ``ascending=False`` lists the same candidates
+    in descending order (the nodes are then numbered the other way round)."""
+    candidate = {1: 0, **{j: 2 * j for j in range(2, 64)}}
+    parents = [-1] * EDGE_CFG.parent_width
+    for node, parent in EDGE_PARENTS.items():
+        parents[node] = -7 if parent is None else candidate[parent]  # -7: never selected
+    selected = [candidate[j] for j in range(1, 64)]
+    selected = selected if ascending else selected[::-1]
+    tokens = [100 + c for c in selected]
+    return DraftTree(torch.tensor([parents]), torch.tensor([selected]), torch.tensor([tokens]))

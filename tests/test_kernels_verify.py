@@ -34,7 +34,7 @@ from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
 from helpers import assert_layout_equals, assert_trees_equal, assert_verdict_equals, on
 from kernel_support import KERNEL_DEVICE, KERNEL_DEVICES, resolved
-from kernel_trees import SMALL_CONFIGS, scrambled_links, sibling_ring
+from kernel_trees import EDGE_CFG, SMALL_CONFIGS, edge_tree, scrambled_links, sibling_ring
 from trees import (
     BITPACKED_DTYPES,
     CROSS_ROW_TREE,
@@ -188,6 +188,46 @@ def test_build_wide_and_degenerate_configs(cfg, device):
     check_build(
         cfg, on(malformed_tree(cfg, 2, gen), device), *random_rows(2, gen, device), MaskMode.QLEN
     )
+
+
+@pytest.mark.parametrize("mode", [MaskMode.QLEN, MaskMode.FULL], ids=str)
+def test_build_edges_of_the_64_bit_walk_words(mode, device):
+    # The same candidate tree in ascending order (the parent search bisects) and descending
+    # (it scans); both against torch and the loop reference.
+    bonus, seq_lens = torch.tensor([3], device=device), torch.tensor([20], device=device)
+    for ascending in (True, False):
+        tree = on(edge_tree(ascending=ascending), device)
+        check_build_reference(EDGE_CFG, tree, bonus, seq_lens, mode)
+    vt = check_build(EDGE_CFG, on(edge_tree(), device), bonus, seq_lens, mode)
+    assert vt.retrieve_next_token[0, 5].item() == 6
+    siblings = vt.retrieve_next_sibling[0].tolist()
+    assert [siblings[j] for j in (6, 31, 32, 63)] == [31, 32, 63, -1]
+    # 63 sees 5, 4, 3, 2, 1 and the root; 62's walk stops after 33 of its 36 nodes; 51 spins
+    # on 50 until the steps run out; 46 stops at 45, which has no parent.
+    assert [vt.positions[j].item() - 20 for j in (63, 62, 51, 46)] == [6, 33, 33, 2]
+    if mode is MaskMode.QLEN:
+        row = vt.tree_mask.view(64, 64)[63]
+        assert row.nonzero().flatten().tolist() == [0, 1, 2, 3, 4, 5, 63]
+
+
+@pytest.mark.parametrize("mode", [MaskMode.QLEN, MaskMode.FULL], ids=str)
+@pytest.mark.parametrize(
+    "cfg",
+    [DraftConfig(8, 2, 64), DraftConfig(3, 8, 64), DraftConfig(8, 8, 63), DraftConfig(4, 8, 65)],
+    ids=str,
+)
+@pytest.mark.parametrize("seed", range(3))
+def test_build_around_64_nodes(cfg, mode, seed, device):
+    # N 64 fills the walk words and writes QLEN rows in 4-cell words; 63 writes single cells;
+    # 65 walks row by row. Malformed selections ascending (bisected) and not (scanned).
+    gen = torch.Generator().manual_seed(seed)
+    tree = malformed_tree(cfg, 3, gen)
+    ordered = tree.top_scores_index.sort(dim=1).values
+    for selected in (ordered, ordered.flip(1)):
+        shuffled = on(tree._replace(top_scores_index=selected), device)
+        check_build_reference(cfg, shuffled, *random_rows(3, gen, device), mode)
+    organized = on(organize_tree(cfg, *draft_lists(cfg, 3, gen)), device)
+    check_build_reference(cfg, organized, *random_rows(3, gen, device), mode)
 
 
 @pytest.mark.parametrize("seq_lens_sum", [0, 3, 14, 40])

@@ -10,7 +10,7 @@ from torch import Tensor
 from .. import layout
 from ..config import DraftConfig
 from ..types import MaskMode, VerifyTree, bitpacked_dtype
-from ._kernels_verify import verify_build_kernel
+from ._kernels_build import verify_build_kernel
 from ._ops import fused, kernel_core, launch, power_of_2, register_op
 
 # The op takes the mask layout as a flat int (schemas hold no enums).
@@ -18,6 +18,7 @@ QLEN, BITPACKED, FULL = 0, 1, 2
 # The kernel writes BITPACKED rows through a signed view of the same width.
 _SIGNED = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32}
 TILE = 4096  # elements of the [rows, N] tiles a program works on at once
+PACKED_N = 64  # up to this many nodes a walk fits one int64 word: one [N, N] tile, one warp
 
 
 def _build(cfg: DraftConfig, *args: Any) -> VerifyTree:
@@ -60,22 +61,28 @@ def _verify_build(
     next_sibling = top_scores_index.new_empty(bs, n)  # [bs, N]
     mask = _empty_mask(top_scores_index, bs, n, mask_mode, total)
     bits = mask.view(_SIGNED.get(mask.dtype, mask.dtype))  # same memory, a type Triton takes
+    block = power_of_2(n)
+    # The kernel writes packed QLEN rows of whole 4-cell words as int32 words.
+    words = mask_mode == QLEN and block <= PACKED_N and n % 4 == 0
     width = parent_list.shape[1]
     # A one-step draft has no parent table; its loads are masked off, but the kernel still
     # takes a pointer, so it gets one that points at real memory.
     parents = parent_list.contiguous() if width > 0 else top_scores_index
-    block = power_of_2(n)
     rows = min(block, max(1, TILE // block))
+    # Packed trees are light (one tile, no per-row walks): one warp keeps the reductions and
+    # register gathers inside it, with no barriers and no work copied across warps.
+    warps = 1 if block <= PACKED_N or block * rows <= 1024 else 4
     launch(
         verify_build_kernel, bs,
         parents, top_scores_index.contiguous(), draft_tokens.contiguous(),
         bonus_tokens.contiguous(), seq_lens.contiguous(),
         tokens, positions, bits, index, next_token, next_sibling,
         topk, num_steps, width, n, total,
-        num_warps=1 if block * rows <= 1024 else 4,  # small tiles: no cross-warp reductions
+        num_warps=warps,
         MODE=mask_mode,
         BLOCK_N=block,
         ROWS=rows,
+        WORDS=words,
     )  # fmt: skip
     return tokens, positions, mask, index, next_token, next_sibling
 
