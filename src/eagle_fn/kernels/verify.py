@@ -11,7 +11,7 @@ from .. import layout
 from ..config import DraftConfig
 from ..types import MaskMode, VerifyTree, bitpacked_dtype
 from ._kernels_build import verify_build_kernel
-from ._ops import fused, kernel_core, launch, power_of_2, register_op
+from ._ops import call, fused, kernel_core, launch, power_of_2, register_op
 
 # The op takes the mask layout as a flat int (schemas hold no enums).
 QLEN, BITPACKED, FULL = 0, 1, 2
@@ -25,7 +25,7 @@ def _build(cfg: DraftConfig, *args: Any) -> VerifyTree:
     """``verify_core``'s body: ``args`` are its five tensors, ``mask_mode`` and ``total``."""
     *tensors, mask_mode, total = args
     code = mask_code(mask_mode)
-    return VerifyTree(*VERIFY_BUILD_OP(*tensors, cfg.topk, cfg.num_steps, code, total))
+    return VerifyTree(*call(VERIFY_BUILD_OP, *tensors, cfg.topk, cfg.num_steps, code, total))
 
 
 def mask_code(mode: MaskMode) -> int:
