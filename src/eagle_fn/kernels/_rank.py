@@ -65,12 +65,12 @@ def threshold(keys, n, BITS: tl.constexpr):
     """
     width: tl.constexpr = keys.dtype.primitive_bitwidth
     found = tl.full([], 0, keys.dtype)  # the bits fixed so far
-    digits = tl.arange(0, 1 << BITS).to(keys.dtype)[:, None]  # [R, 1]
-    row = keys[None, :]  # [1, B]
+    digits = tl.arange(0, 1 << BITS).to(keys.dtype)[None, :]  # [1, R]
+    column = keys[:, None]  # [B, 1]
     for i in tl.static_range(width // BITS):
         shift = width - BITS * (i + 1)
-        bound = found | (digits << shift)  # [R, 1]
-        at_least = tl.sum((row >= bound).to(tl.int32), axis=1)  # [R]
+        bound = found | (digits << shift)  # [1, R]
+        at_least = tl.sum((column >= bound).to(tl.int32), axis=0)  # [R]
         digit = tl.sum((at_least >= n).to(tl.int32), axis=0) - 1  # the largest that fits
         found = found | (digit.to(keys.dtype) << shift)
     return found
