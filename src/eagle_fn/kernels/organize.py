@@ -87,20 +87,38 @@ def _keys(flat, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
 
 
 @triton.jit
-def _emit(g, chosen, before, row, index_out, token_out,
-          t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
-          SLOTS: tl.constexpr, K: tl.constexpr, W: tl.constexpr, N1: tl.constexpr,
-          BLOCK: tl.constexpr):  # fmt: skip
-    """Writes the ``chosen`` of candidates ``g`` and their tokens after the ``before``
+def _tokens(flat, row, mask, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14,
+            t15, SLOTS: tl.constexpr, K: tl.constexpr, W: tl.constexpr,
+            BLOCK: tl.constexpr):  # fmt: skip
+    """Tokens of candidates ``flat`` where ``mask`` (0 elsewhere). ``[BLOCK]`` int64."""
+    return load_slots(tl.zeros([BLOCK], tl.int64), flat, row, mask,
+                      t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
+                      SLOTS, K, K * K, W)  # fmt: skip
+
+
+@triton.jit
+def _emit(g, chosen, tokens, before, row, index_out, token_out, N1: tl.constexpr):
+    """Writes the ``chosen`` of candidates ``g`` and their ``tokens`` after the ``before``
     already written, in ascending order; returns how many it wrote."""
     ones = chosen.to(tl.int32)
     slot = row * N1 + before + tl.cumsum(ones, axis=0) - ones  # [BLOCK] exclusive prefix
     tl.store(index_out + slot, g.to(tl.int64), mask=chosen)
-    tokens = load_slots(tl.zeros([BLOCK], tl.int64), g, row, chosen,
-                        t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
-                        SLOTS, K, K * K, W)  # fmt: skip
     tl.store(token_out + slot, tokens, mask=chosen)
     return tl.sum(ones, axis=0)
+
+
+@triton.jit
+def _copy_parents(row, parent_out,
+                  p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
+                  SLOTS: tl.constexpr, K: tl.constexpr, PW: tl.constexpr,
+                  BLOCK: tl.constexpr):  # fmt: skip
+    """Row ``row`` of the parent table: the parents entries of every step but the last."""
+    for c0 in range(0, PW, BLOCK):
+        c = c0 + tl.arange(0, BLOCK)  # [BLOCK]
+        parents = load_slots(tl.zeros([BLOCK], tl.int64), c, row, c < PW,
+                             p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
+                             SLOTS, K + 1, K, PW)  # fmt: skip
+        tl.store(parent_out + row * PW + c, parents, mask=c < PW)
 
 
 @triton.jit
@@ -131,9 +149,11 @@ def _organize_tree_kernel(
                               s13, s14, s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
                 better += count_better(key_g, g, key_h, h)
             chosen = (g < W) & (better < N1)  # [BLOCK]
-            selected += _emit(g, chosen, selected, row, index_out, token_out,
-                              t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14,
-                              t15, SLOTS, K, W, N1, BLOCK)  # fmt: skip
+            tokens = _tokens(g, row, chosen, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11,
+                             t12, t13, t14, t15, SLOTS, K, W, BLOCK)  # fmt: skip
+            selected += _emit(g, chosen, tokens, selected, row, index_out, token_out, N1)
+        _copy_parents(row, parent_out, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12,
+                      p13, p14, p15, PARENT_SLOTS, K, PW, BLOCK)  # fmt: skip
     else:
         # The whole row in one block: rank(g) < N - 1 exactly when key(g) is above the
         # (N - 1)-th largest key T, or equals T and fewer than N - 1 - #{key > T} equal
@@ -141,20 +161,18 @@ def _organize_tree_kernel(
         key = _keys(lanes, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
                     s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
         key = tl.where(lanes < W, order_key(key, WIDE), 0)  # [BLOCK] 0 past W: below all
+        # Every token and the parent table now, while the keys load: they need no ranking,
+        # and their latency hides under the keys' instead of following the selection.
+        tokens = _tokens(lanes, row, lanes < W, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10,
+                         t11, t12, t13, t14, t15, SLOTS, K, W, BLOCK)  # fmt: skip
+        _copy_parents(row, parent_out, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12,
+                      p13, p14, p15, PARENT_SLOTS, K, PW, BLOCK)  # fmt: skip
         cut = threshold(key, N1, BITS)
         above = key > cut  # [BLOCK]
         tied = (key == cut).to(tl.int32)  # [BLOCK]
         room = N1 - tl.sum(above.to(tl.int32), axis=0)  # ties to take, the lowest first
         chosen = above | ((tied != 0) & (tl.cumsum(tied, axis=0) - tied < room))  # [BLOCK]
-        _emit(lanes, chosen, 0, row, index_out, token_out,
-              t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
-              SLOTS, K, W, N1, BLOCK)  # fmt: skip
-    for c0 in range(0, PW, BLOCK):
-        c = c0 + lanes  # [BLOCK]
-        parents = load_slots(tl.zeros([BLOCK], tl.int64), c, row, c < PW,
-                             p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
-                             PARENT_SLOTS, K + 1, K, PW)  # fmt: skip
-        tl.store(parent_out + row * PW + c, parents, mask=c < PW)
+        _emit(lanes, chosen, tokens, 0, row, index_out, token_out, N1)
 
 
 organize_tree_op = register_op("organize_tree", _organize_tree, _organize_tree_kernel)
