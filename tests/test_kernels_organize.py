@@ -1,6 +1,9 @@
 """The fused organize and select kernels equal the torch functions bit for bit, in one op."""
 
 import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
+import contextlib
+from unittest import mock
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -12,6 +15,7 @@ from eagle_fn import DraftConfig, _compile, kernels, organize_tree, select_top_k
 from eagle_fn.kernels import organize as kernel_organize
 from eagle_fn.kernels import selection as kernel_selection
 from eagle_fn.profiling import OpCounter
+import reference
 from helpers import assert_trees_equal
 from kernel_support import KERNEL_DEVICES, SCORE_DTYPES, hard_scores, resolved
 
@@ -46,6 +50,32 @@ def assert_organize_matches(cfg, lists, device):
     assert_trees_equal(tree, organize_tree(cfg, *lists))
 
 
+# The organize kernel ranks a row by one of two algorithms, picked by its width: by counting
+# pairs (rows of at most RANK_WIDTH, or past SELECT_WIDTH) or by a threshold. ``ranking_by``
+# forces one for every width, so that the small rows hypothesis draws test each.
+PATHS = ("by width", "threshold", "pairs")
+WIDTHS = kernel_organize.RANK_WIDTH, kernel_organize.SELECT_WIDTH
+
+
+@contextlib.contextmanager
+def ranking_by(path):
+    rank, select = {"by width": WIDTHS, "threshold": (0, WIDTHS[1]), "pairs": (0, 0)}[path]
+    with mock.patch.multiple(kernel_organize, RANK_WIDTH=rank, SELECT_WIDTH=select):
+        yield
+
+
+def assert_follows_the_rule(cfg, lists, device, path="by width"):
+    """The kernel selects as the loop reference of the rule, even where torch's order is
+    unspecified (equal negative scores, repeated +inf)."""
+    with ranking_by(path):
+        tree = kernels.organize_tree(cfg, *lists)
+    parent_list, top, tokens = reference.organize_tree(cfg, *lists)
+    assert tree.top_scores_index.tolist() == top
+    assert tree.draft_tokens.tolist() == tokens
+    assert tree.parent_list.tolist() == parent_list
+    assert tree.top_scores_index.device == resolved(device)
+
+
 def test_the_interpreter_is_on_without_a_gpu():
     # Guards the setup itself: on a CPU-only machine every kernel test must really run.
     assert kernel_support.INTERPRETED or torch.cuda.is_available()
@@ -71,7 +101,7 @@ def test_organize_by_hand(device):
 @pytest.mark.parametrize("kind", KINDS)
 def test_organize_equals_torch_on_draft_loops(cfg, kind, device):
     gen = torch.Generator().manual_seed(cfg.num_candidates)
-    for dtype in dtypes_for(cfg, kind, device):
+    for dtype in SCORE_DTYPES:
         assert_organize_matches(cfg, draft_lists(cfg, 3, gen, kind, device, dtype), device)
 
 
@@ -99,17 +129,134 @@ def organize_cases(draw):
 
 @FEW
 @pytest.mark.parametrize("device", KERNEL_DEVICES)
+@pytest.mark.parametrize("path", PATHS)
 @given(case=organize_cases())
-def test_organize_equals_torch_on_arbitrary_lists(case, device):
+def test_organize_equals_torch_on_arbitrary_lists(case, path, device):
     cfg, lists = case
-    assert_organize_matches(cfg, [[t.to(device) for t in step] for step in lists], device)
+    with ranking_by(path):
+        assert_organize_matches(cfg, [[t.to(device) for t in step] for step in lists], device)
 
 
-def test_organize_reads_more_steps_than_slots(device):
-    # 18 steps: the op concatenates the tail of each list into its last kernel slot.
+# Every value the rule orders, repeats allowed: signed zeros and infinities, NaN of either
+# sign, subnormals, and equal negative scores (whose order torch leaves unspecified).
+RULE_VALUES = (0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0**-24, -(2.0**-24), 2.0**-133)
+RULE_VALUES += (float("inf"), float("-inf"), float("nan"), -float("nan"))
+
+
+@st.composite
+def rule_cases(draw):
+    """(cfg, lists) of scores drawn from a few of RULE_VALUES, so that most rows tie."""
+    k, steps = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    width = k + (steps - 1) * k * k
+    cfg = DraftConfig(k, steps, steps + 1 if k == 1 else draw(st.integers(2, width + 1)))
+    bs, dtype = draw(st.integers(1, 2)), draw(st.sampled_from(SCORE_DTYPES))
+    values = st.sampled_from(draw(st.lists(st.sampled_from(RULE_VALUES), min_size=1)))
+    score_list = [
+        torch.tensor(draw(st.lists(values, min_size=bs * k, max_size=bs * k)), dtype=dtype)
+    ]
+    for _ in range(steps - 1):
+        row = draw(st.lists(values, min_size=bs * k * k, max_size=bs * k * k))
+        score_list.append(torch.tensor(row, dtype=dtype))
+    score_list = [s.reshape(bs, -1, k) for s in score_list]  # [bs, 1 or k, k]
+    token_list = [torch.randint(0, 1000, (bs, s[0].numel())) for s in score_list]
+    parents_list = [torch.randint(-1, width, (bs, k + (i == 0))) for i in range(steps)]
+    return cfg, (score_list, token_list, parents_list)
+
+
+@FEW
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+@pytest.mark.parametrize("path", PATHS)
+@given(case=rule_cases())
+def test_organize_follows_the_rule_on_ties_of_every_kind(case, path, device):
+    cfg, lists = case
+    assert_follows_the_rule(cfg, [[t.to(device) for t in step] for step in lists], device, path)
+
+
+def by_hand_lists(scores, device, dtype):
+    """k 2, S 2 lists with the given six scores, tokens 10 + g and the parents [-1, 0, 1]."""
+    score_list = [torch.tensor([[scores[:2]]]), torch.tensor([[scores[2:4], scores[4:]]])]
+    token_list = [torch.tensor([[10, 11]]), torch.tensor([[12, 13, 14, 15]])]
+    parents_list = [torch.tensor([[-1, 0, 1]]), torch.tensor([[0, 1]])]
+    scores = [s.to(device, dtype) for s in score_list]
+    return scores, [t.to(device) for t in token_list], [p.to(device) for p in parents_list]
+
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dtype", SCORE_DTYPES, ids=str)
+@pytest.mark.parametrize(
+    ("scores", "n", "expected"),
+    [
+        ([-0.0, 0.0, 0.0, -0.0, -0.0, 0.0], 4, [0, 1, 2]),  # +-0 tie: by index
+        ([-0.0, -1.0, 0.0, -0.0, -2.0, 0.0], 4, [0, 2, 3]),  # the zeros beat the negatives
+        ([0.5] * 6, 4, [0, 1, 2]),  # all equal
+        ([0.5, 0.25, 0.5, 0.25, 0.5, 0.25], 6, [0, 1, 2, 3, 4]),  # the cut among equal 0.25s
+        ([1.0, 0.5, 0.25, 0.5, 0.25, 0.125], 4, [0, 1, 3]),  # the cut right after a tie
+        ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 7, [0, 1, 2, 3, 4, 5]),  # N - 1 == W: all of them
+        ([NAN, -INF, -NAN, -INF, NAN, 1.0], 4, [0, 1, 5]),  # NaN is -inf: all tie but 1.0
+        ([-1.0, -1.0, INF, -1.0, INF, INF], 5, [0, 2, 4, 5]),  # repeated +inf, equal negatives
+        ([2.0**-24, 0.0, -(2.0**-24), 2.0**-24, 0.0, -0.0], 3, [0, 3]),  # subnormals in float16
+    ],
+)
+def test_organize_by_hand_on_ties(scores, n, expected, dtype, path, device):
+    cfg = DraftConfig(2, 2, n)
+    with ranking_by(path):
+        tree = kernels.organize_tree(cfg, *by_hand_lists(scores, device, dtype))
+    assert tree.top_scores_index.tolist() == [expected]
+    assert tree.draft_tokens.tolist() == [[10 + g for g in expected]]
+    assert tree.parent_list.tolist() == [[-1, 0, 1]]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_organize_selects_a_whole_block(path, device):
+    # 16 candidates, 16 lanes, all selected: no padding lane below the threshold.
+    cfg = DraftConfig.chain(16)
+    scores = [torch.full((2, 1, 1), 0.5, device=device) for _ in range(16)]
+    tokens = [torch.full((2, 1), i, device=device) for i in range(16)]
+    parents = [torch.full((2, 2 if i == 0 else 1), i - 1, device=device) for i in range(16)]
+    with ranking_by(path):
+        tree = kernels.organize_tree(cfg, scores, tokens, parents)
+    assert tree.top_scores_index.tolist() == [list(range(16))] * 2
+    assert tree.draft_tokens.tolist() == [list(range(16))] * 2
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        DraftConfig(8, 8, 64),
+        DraftConfig(8, 8, 457),
+        DraftConfig(16, 5, 300),
+        DraftConfig(32, 3, 99),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("dtype", SCORE_DTYPES, ids=str)
+def test_organize_follows_the_rule_on_wide_rows(cfg, dtype, device):
+    # 456, 1040 and 2080 candidates select by threshold (blocks of 512, 2048 and 4096; 4, 2
+    # and 2 bits a round), on hard values that often tie below the cut.
+    gen = torch.Generator().manual_seed(cfg.num_candidates)
+    choose = lambda n: int(torch.randint(0, n, (), generator=gen))  # noqa: E731
+    score_list, token_list, parents_list = [], [], []
+    for i in range(cfg.num_steps):
+        rows = 1 if i == 0 else cfg.topk
+        values = [hard_scores(choose, rows * cfg.topk, dtype) for _ in range(2)]
+        score_list.append(torch.tensor(values, dtype=dtype).reshape(2, rows, -1).to(device))
+        token_list.append(torch.randint(0, 1000, (2, rows * cfg.topk), generator=gen))
+        parents_list.append(torch.randint(-1, 9, (2, cfg.topk + (i == 0)), generator=gen))
+    lists = (score_list, [t.to(device) for t in token_list], [p.to(device) for p in parents_list])
+    assert_follows_the_rule(cfg, lists, device)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_organize_reads_more_steps_than_slots(path, device):
+    # 18 steps: the op concatenates the tail of each list into its last kernel slot. 70
+    # candidates: two tiles when counting pairs.
     cfg = DraftConfig(2, 18, 20)
     gen = torch.Generator().manual_seed(18)
-    assert_organize_matches(cfg, draft_lists(cfg, 2, gen, "ties", device), device)
+    with ranking_by(path):
+        assert_organize_matches(cfg, draft_lists(cfg, 2, gen, "ties", device), device)
 
 
 def test_organize_reads_strided_inputs(device):

@@ -13,8 +13,8 @@ from torch import Tensor
 from .. import organize
 from ..config import DraftConfig
 from ..types import DraftTree, Tensors
-from ._ops import block, fused, kernel_core, launch, register_op
-from ._rank import count_better, rank_key
+from ._ops import MIN_BLOCK, block, fused, kernel_core, launch, power_of_2, register_op
+from ._rank import count_better, order_key, rank_key, threshold
 from ._slots import MAX_SLOTS, load_slots, slot_args
 
 
@@ -22,6 +22,13 @@ def _tree(cfg: DraftConfig, *lists: Tensors) -> DraftTree:
     """``tree_core``'s body: ``lists`` are the score, token and parents lists."""
     ops_lists = [list(steps) for steps in lists]  # the schema takes lists, not tuples
     return DraftTree(*organize_tree_op(*ops_lists, cfg.topk, cfg.num_draft_tokens))
+
+
+# Rows up to RANK_WIDTH candidates rank in one tile of pairwise compares (one reduction); wider
+# ones select above a threshold found bit by bit, with all keys in one program's registers,
+# up to SELECT_WIDTH. Past that (topk 16 and 17 steps, say) they rank by pairs, tile by tile.
+RANK_WIDTH = 64
+SELECT_WIDTH = 4096
 
 
 def _organize_tree(
@@ -38,6 +45,8 @@ def _organize_tree(
     top = first.new_empty((bs, num_draft_tokens - 1))  # [bs, N - 1]
     tokens = first.new_empty((bs, num_draft_tokens - 1))  # [bs, N - 1]
     width = k + (steps - 1) * k * k  # num_candidates
+    by_rank = width <= RANK_WIDTH or width > SELECT_WIDTH
+    width_block = block(width) if by_rank else max(MIN_BLOCK, power_of_2(width))
     launch(
         _organize_tree_kernel,
         bs,
@@ -54,7 +63,10 @@ def _organize_tree(
         N1=num_draft_tokens - 1,
         PW=parent_width,
         WIDE=any(t.dtype == torch.float64 for t in score_list),
-        BLOCK=block(width),
+        BY_RANK=by_rank,
+        BITS=4 if width_block <= 512 else 2,  # 2**BITS x BLOCK compares a round: <= 8192
+        BLOCK=width_block,
+        num_warps=4 if width_block <= 2048 else 8,
     )
     return parent_list, top, tokens
 
@@ -75,44 +87,92 @@ def _keys(flat, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
 
 
 @triton.jit
+def _tokens(flat, row, mask, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14,
+            t15, SLOTS: tl.constexpr, K: tl.constexpr, W: tl.constexpr,
+            BLOCK: tl.constexpr):  # fmt: skip
+    """Tokens of candidates ``flat`` where ``mask`` (0 elsewhere). ``[BLOCK]`` int64."""
+    return load_slots(tl.zeros([BLOCK], tl.int64), flat, row, mask,
+                      t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
+                      SLOTS, K, K * K, W)  # fmt: skip
+
+
+@triton.jit
+def _emit(g, chosen, tokens, before, row, index_out, token_out, N1: tl.constexpr):
+    """Writes the ``chosen`` of candidates ``g`` and their ``tokens`` after the ``before``
+    already written, in ascending order; returns how many it wrote."""
+    ones = chosen.to(tl.int32)
+    slot = row * N1 + before + tl.cumsum(ones, axis=0) - ones  # [BLOCK] exclusive prefix
+    tl.store(index_out + slot, g.to(tl.int64), mask=chosen)
+    tl.store(token_out + slot, tokens, mask=chosen)
+    return tl.sum(ones, axis=0)
+
+
+@triton.jit
+def _copy_parents(row, parent_out,
+                  p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
+                  SLOTS: tl.constexpr, K: tl.constexpr, PW: tl.constexpr,
+                  BLOCK: tl.constexpr):  # fmt: skip
+    """Row ``row`` of the parent table: the parents entries of every step but the last."""
+    for c0 in range(0, PW, BLOCK):
+        c = c0 + tl.arange(0, BLOCK)  # [BLOCK]
+        parents = load_slots(tl.zeros([BLOCK], tl.int64), c, row, c < PW,
+                             p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
+                             SLOTS, K + 1, K, PW)  # fmt: skip
+        tl.store(parent_out + row * PW + c, parents, mask=c < PW)
+
+
+@triton.jit
 def _organize_tree_kernel(
     s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
     t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
     p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
     parent_out, index_out, token_out,
     K: tl.constexpr, SLOTS: tl.constexpr, PARENT_SLOTS: tl.constexpr, W: tl.constexpr,
-    N1: tl.constexpr, PW: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr,
+    N1: tl.constexpr, PW: tl.constexpr, WIDE: tl.constexpr, BY_RANK: tl.constexpr,
+    BITS: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     # One program per request row. Candidate g is selected when fewer than N - 1 candidates
     # beat it; its output slot is the number of selected candidates below it (ascending order).
     row = tl.program_id(0).to(tl.int64)
     lanes = tl.arange(0, BLOCK)  # [BLOCK]
-    selected = tl.full([], 0, tl.int32)  # selected candidates in earlier tiles
-    for g0 in range(0, W, BLOCK):
-        g = g0 + lanes  # [BLOCK]
-        key_g = _keys(g, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
-                      s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
-        better = tl.zeros([BLOCK], tl.int32)  # [BLOCK]
-        for h0 in range(0, W, BLOCK):
-            h = h0 + lanes  # [BLOCK]
-            key_h = _keys(h, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
+    if BY_RANK:
+        # rank(g) by counting, tile against tile: W² compares.
+        selected = tl.full([], 0, tl.int32)  # selected candidates in earlier tiles
+        for g0 in range(0, W, BLOCK):
+            g = g0 + lanes  # [BLOCK]
+            key_g = _keys(g, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
                           s14, s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
-            better += count_better(key_g, g, key_h, h)
-        chosen = (g < W) & (better < N1)  # [BLOCK]
-        ones = chosen.to(tl.int32)
-        slot = row * N1 + selected + tl.cumsum(ones, axis=0) - ones  # [BLOCK] exclusive prefix
-        tl.store(index_out + slot, g.to(tl.int64), mask=chosen)
-        tokens = load_slots(tl.zeros([BLOCK], tl.int64), g, row, chosen,
-                            t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
-                            SLOTS, K, K * K, W)  # fmt: skip
-        tl.store(token_out + slot, tokens, mask=chosen)
-        selected += tl.sum(ones, axis=0)
-    for c0 in range(0, PW, BLOCK):
-        c = c0 + lanes  # [BLOCK]
-        parents = load_slots(tl.zeros([BLOCK], tl.int64), c, row, c < PW,
-                             p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
-                             PARENT_SLOTS, K + 1, K, PW)  # fmt: skip
-        tl.store(parent_out + row * PW + c, parents, mask=c < PW)
+            better = tl.zeros([BLOCK], tl.int32)  # [BLOCK]
+            for h0 in range(0, W, BLOCK):
+                h = h0 + lanes  # [BLOCK]
+                key_h = _keys(h, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12,
+                              s13, s14, s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
+                better += count_better(key_g, g, key_h, h)
+            chosen = (g < W) & (better < N1)  # [BLOCK]
+            tokens = _tokens(g, row, chosen, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11,
+                             t12, t13, t14, t15, SLOTS, K, W, BLOCK)  # fmt: skip
+            selected += _emit(g, chosen, tokens, selected, row, index_out, token_out, N1)
+        _copy_parents(row, parent_out, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12,
+                      p13, p14, p15, PARENT_SLOTS, K, PW, BLOCK)  # fmt: skip
+    else:
+        # The whole row in one block: rank(g) < N - 1 exactly when key(g) is above the
+        # (N - 1)-th largest key T, or equals T and fewer than N - 1 - #{key > T} equal
+        # keys lie below g.
+        key = _keys(lanes, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
+                    s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
+        key = tl.where(lanes < W, order_key(key, WIDE), 0)  # [BLOCK] 0 past W: below all
+        # Every token and the parent table now, while the keys load: they need no ranking,
+        # and their latency hides under the keys' instead of following the selection.
+        tokens = _tokens(lanes, row, lanes < W, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10,
+                         t11, t12, t13, t14, t15, SLOTS, K, W, BLOCK)  # fmt: skip
+        _copy_parents(row, parent_out, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12,
+                      p13, p14, p15, PARENT_SLOTS, K, PW, BLOCK)  # fmt: skip
+        cut = threshold(key, N1, BITS)
+        above = key > cut  # [BLOCK]
+        tied = (key == cut).to(tl.int32)  # [BLOCK]
+        room = N1 - tl.sum(above.to(tl.int32), axis=0)  # ties to take, the lowest first
+        chosen = above | ((tied != 0) & (tl.cumsum(tied, axis=0) - tied < room))  # [BLOCK]
+        _emit(lanes, chosen, tokens, 0, row, index_out, token_out, N1)
 
 
 organize_tree_op = register_op("organize_tree", _organize_tree, _organize_tree_kernel)
