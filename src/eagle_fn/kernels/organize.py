@@ -13,7 +13,7 @@ from torch import Tensor
 from .. import organize
 from ..config import DraftConfig
 from ..types import DraftTree, Tensors
-from ._ops import MIN_BLOCK, block, fused, kernel_core, launch, power_of_2, register_op
+from ._ops import MIN_BLOCK, block, call, fused, kernel_core, launch, power_of_2, register_op
 from ._rank import count_better, order_key, rank_key, threshold
 from ._slots import MAX_SLOTS, load_slots, slot_args
 
@@ -21,7 +21,7 @@ from ._slots import MAX_SLOTS, load_slots, slot_args
 def _tree(cfg: DraftConfig, *lists: Tensors) -> DraftTree:
     """``tree_core``'s body: ``lists`` are the score, token and parents lists."""
     ops_lists = [list(steps) for steps in lists]  # the schema takes lists, not tuples
-    return DraftTree(*organize_tree_op(*ops_lists, cfg.topk, cfg.num_draft_tokens))
+    return DraftTree(*call(organize_tree_op, *ops_lists, cfg.topk, cfg.num_draft_tokens))
 
 
 # Rows up to RANK_WIDTH candidates rank in one tile of pairwise compares (one reduction); wider
