@@ -26,28 +26,106 @@ def verify_sampling_kernel(
     accept_ptr,
     num_ptr,
     predicts_ptr,
+    sums_ptr,
+    positives_ptr,
+    arrivals_ptr,
     n,
     vocab,
     num_steps,
     total_nodes,
+    parts,
     threshold_single,
     threshold_acc,
     HAS_DRAFT: tl.constexpr,
     WIDE: tl.constexpr,
+    SPLIT: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_V: tl.constexpr,
+    MAX_BLOCKS: tl.constexpr,
 ):
-    """One request per program: the bounded walk, then the final draw at the last node."""
-    row = tl.program_id(0).to(tl.int64)
+    """``parts`` programs per request, each with the bounded walk; then the final draw.
+
+    ``SPLIT``: ``parts`` is the number of ``BLOCK_V`` blocks of a row, and program ``part``
+    sums block ``part`` into ``sums`` (its last positive index into ``positives``). The
+    request's last program to arrive (``arrivals``, zeroed by the caller) adds the block
+    sums up and draws. Otherwise ``parts`` is 1 and the one program does both itself.
+    """
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid // parts
+    part = pid % parts
     base = row * n
+    cur, last, rejected = _walk(
+        tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
+        num_ptr, predicts_ptr, row, base, n, vocab, num_steps, total_nodes, threshold_single,
+        threshold_acc, part, HAS_DRAFT, WIDE, BLOCK_N,
+    )  # fmt: skip
+    coin = tl.load(final_ptr + row).to(tl.float64 if WIDE else tl.float32).to(tl.float64)
+    head = tl.load(next_ptr + base + cur)
+    start = (base + cur) * vocab
+    drop = _dropped(tokens_ptr, sibling_ptr, base, head, rejected, BLOCK_N)  # [BLOCK_N]
+    blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS]
+    slot = tl.minimum(tl.maximum(last, 0), total_nodes)
+    if SPLIT:
+        mass, index = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head,
+                                  rejected, drop, part * BLOCK_V, vocab, HAS_DRAFT, WIDE,
+                                  BLOCK_V)  # fmt: skip
+        tl.store(sums_ptr + row * MAX_BLOCKS + part, tl.sum(mass, axis=0))
+        tl.store(positives_ptr + row * MAX_BLOCKS + part, _last_positive(mass, index))
+        # Every thread's stores (and part 0's walk outputs) precede the release below; the
+        # last arrival's acquire makes them all visible to it.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(arrivals_ptr + row, 1, sem="acq_rel", scope="gpu")
+        if arrived == parts - 1:
+            inside = blocks < parts
+            sums = tl.load(sums_ptr + row * MAX_BLOCKS + blocks, mask=inside, other=0.0,
+                           cache_modifier=".cg")  # fmt: skip
+            positives = tl.load(positives_ptr + row * MAX_BLOCKS + blocks, mask=inside,
+                                other=-1, cache_modifier=".cg")  # fmt: skip
+            ends = tl.cumsum(sums, axis=0)  # [MAX_BLOCKS] the running sum at each block's end
+            total = tl.sum(tl.where(blocks == parts - 1, ends, 0.0), axis=0)
+            token = _locate(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
+                            drop, ends, total, tl.max(positives, axis=0), coin, parts, vocab,
+                            HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
+            tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
+    else:
+        carry = (start * 0).to(tl.float64)
+        ends = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
+        last_positive = start * 0 - 1
+        num_blocks = tl.cdiv(vocab, BLOCK_V)
+        for block in range(num_blocks):
+            mass, index = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head,
+                                      rejected, drop, block * BLOCK_V, vocab, HAS_DRAFT, WIDE,
+                                      BLOCK_V)  # fmt: skip
+            carry += tl.sum(mass, axis=0)
+            ends = tl.where(blocks == block, carry, ends)
+            last_positive = tl.maximum(last_positive, _last_positive(mass, index))
+        token = _locate(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
+                        drop, ends, carry, last_positive, coin, num_blocks, vocab, HAS_DRAFT,
+                        WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
+        tl.debug_barrier()  # the walk's stores (other threads) land first: a revisited slot
+        tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
+
+
+@triton.jit
+def _walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
+          num_ptr, predicts_ptr, row, base, n, vocab, num_steps, total_nodes, threshold_single,
+          threshold_acc, part, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
+          BLOCK_N: tl.constexpr):  # fmt: skip
+    """The bounded walk from the root, its outputs stored by part 0: the last accepted
+    node, its flat index and how many of its children were tried, all rejected (0 unless a
+    level accepted nothing: after S acceptances, or at a leaf, nothing is removed)."""
     slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
-    tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=slots < n)
+    write = part == 0
+    # A [BLOCK_N] test of `part`: the interpreter rejects a scalar & vector mask.
+    mine = (slots < n) & (slots * 0 + part == 0)  # [BLOCK_N]
+    tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=mine)
+    tl.debug_barrier()  # the zeros land before the tokens, which other threads may store
     last = tl.load(index_ptr + base)  # flat index of the last accepted node
-    tl.store(accept_ptr + row * (num_steps + 1), last)
+    tl.store(accept_ptr + row * (num_steps + 1), last, mask=write)
     cur = row * 0  # the last accepted node
     count = row * 0
     alive = row == row
-    rejected = row * 0  # children tried (all rejected) at the level that accepted nothing
+    rejected = row * 0
     for level in range(num_steps):
         chosen, tried = _level(
             tokens_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, base, cur, alive, n,
@@ -56,22 +134,16 @@ def verify_sampling_kernel(
         accepted = alive & (chosen >= 0)
         token = tl.load(tokens_ptr + base + chosen, mask=accepted, other=0)
         slot = tl.minimum(tl.maximum(last, 0), total_nodes)
-        tl.store(predicts_ptr + slot, token, mask=accepted & (slot < total_nodes))
+        tl.store(predicts_ptr + slot, token, mask=write & accepted & (slot < total_nodes))
         rejected = tl.where(alive & ~accepted, tried, rejected)
         cur = tl.where(accepted, chosen, cur)
         last = tl.where(accepted, tl.load(index_ptr + base + cur), last)
-        tl.store(accept_ptr + row * (num_steps + 1) + level + 1, tl.where(accepted, last, -1))
+        tl.store(accept_ptr + row * (num_steps + 1) + level + 1, tl.where(accepted, last, -1),
+                 mask=write)  # fmt: skip
         count += accepted.to(tl.int64)
         alive = accepted
-    tl.store(num_ptr + row, count)
-    # `rejected` is only set by a level that accepted nothing, at the final node: after S
-    # acceptances (or at a leaf) nothing is removed.
-    coin = tl.load(final_ptr + row).to(tl.float64 if WIDE else tl.float32).to(tl.float64)
-    head = tl.load(next_ptr + base + cur)
-    token = _final_draw(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, (base + cur) * vocab, head,
-                        rejected, coin, vocab, HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
-    slot = tl.minimum(tl.maximum(last, 0), total_nodes)
-    tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
+    tl.store(num_ptr + row, count, mask=write)
+    return cur, last, rejected
 
 
 @triton.jit
@@ -128,51 +200,71 @@ def _level(
 
 
 @triton.jit
-def _final_draw(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, coin, vocab,
-                HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr):  # fmt: skip
-    """Inverse CDF of the final row: its total, then the first running sum above
-    ``coin * total``; else the last positive index, else ``vocab - 1``."""
-    total = (start * 0).to(tl.float64)
-    for first in range(0, vocab, BLOCK_V):
-        index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
-        mass = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
-                           index, vocab, HAS_DRAFT, WIDE)  # fmt: skip
-        total += tl.sum(mass, axis=0)
-    target = coin * total
-    carry = (start * 0).to(tl.float64)
-    found = start * 0 + vocab
-    last_positive = found * 0 - 1
-    for first in range(0, vocab, BLOCK_V):
-        index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
-        mass = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
-                           index, vocab, HAS_DRAFT, WIDE)  # fmt: skip
-        running = carry + tl.cumsum(mass, axis=0)  # [BLOCK_V]
-        hit = (mass > 0) & (running > target)
-        found = tl.minimum(found, tl.min(tl.where(hit, index, vocab), axis=0))
-        last_positive = tl.maximum(last_positive, tl.max(tl.where(mass > 0, index, -1), axis=0))
-        carry += tl.sum(mass, axis=0)
-    fallback = tl.where(last_positive >= 0, last_positive, vocab - 1)
-    return tl.where(found < vocab, found, fallback)
+def _dropped(tokens_ptr, sibling_ptr, base, head, rejected, BLOCK_N: tl.constexpr):
+    """The tokens of the first ``rejected`` children from ``head`` (-1 in the other slots):
+    which blocks of the final row lose an entry."""
+    slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
+    drop = tl.full([BLOCK_N], -1, tl.int64)
+    child = head
+    for i in range(rejected):
+        drop = tl.where(slots == i, tl.load(tokens_ptr + base + child).to(tl.int64), drop)
+        child = tl.load(sibling_ptr + base + child)
+    return drop
 
 
 @triton.jit
-def _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, index, vocab,
-                HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
-    """The positive part of ``relu(q - removed)`` at ``index``, as float64.
+def _locate(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, drop, ends,
+            total, last_positive, coin, num_blocks, vocab, HAS_DRAFT: tl.constexpr,
+            WIDE: tl.constexpr, BLOCK_V: tl.constexpr, MAX_BLOCKS: tl.constexpr):  # fmt: skip
+    """Inverse CDF from the running sums at the blocks' ends: the first block whose end
+    exceeds ``coin * total`` is scanned again, the only one whose prefix sums are needed.
+
+    Its first index whose running sum exceeds the target (its last positive one if rounding
+    left none); with no such block the row's last positive index, else ``vocab - 1``.
+    """
+    target = coin * total
+    blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS]
+    crossing = tl.min(tl.where((blocks < num_blocks) & (ends > target), blocks, MAX_BLOCKS), 0)
+    block = tl.minimum(crossing, num_blocks - 1)
+    before = tl.sum(tl.where(blocks == block - 1, ends, 0.0), axis=0)  # exact: one term
+    mass, index = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
+                              drop, block * BLOCK_V, vocab, HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
+    running = before + tl.cumsum(mass, axis=0)  # [BLOCK_V]
+    found = tl.min(tl.where((mass > 0) & (running > target), index, vocab), axis=0)
+    found = tl.where(found < vocab, found, _last_positive(mass, index))
+    fallback = tl.where(last_positive >= 0, last_positive, vocab - 1)
+    return tl.where(crossing < num_blocks, found, fallback)
+
+
+@triton.jit
+def _last_positive(mass, index):
+    return tl.max(tl.where(mass > 0, index, -1), axis=0)
+
+
+@triton.jit
+def _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, drop, first,
+                vocab, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
+                BLOCK_V: tl.constexpr):  # fmt: skip
+    """The positive part of ``relu(q - removed)`` on the block at ``first``, as float64, and
+    its indices.
 
     Target-only: the first ``rejected`` children from ``head`` (the ones the walk tried, all
-    valid links) have their tokens set to 0; walking them again costs cached scalar loads
-    instead of a [BLOCK_V, N] comparison. With a draft: ``q - p`` after a rejection.
+    valid links) have their tokens set to 0. Only a block that holds one of their tokens
+    (``drop``) walks them again, with cached scalar loads. With a draft: ``q - p`` after a
+    rejection.
     """
     dtype = tl.float64 if WIDE else tl.float32
+    index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
     inside = index < vocab
     row = tl.load(q_ptr + start + index, mask=inside, other=0.0).to(dtype)
     if HAS_DRAFT:
         sub = tl.load(p_ptr + start + index, mask=inside, other=0.0).to(dtype)
         row = tl.where(rejected > 0, row - sub, row)  # [BLOCK_V]
     else:
-        child = head
-        for _ in range(rejected):
-            row = tl.where(index == tl.load(tokens_ptr + base + child), 0.0, row)
-            child = tl.load(sibling_ptr + base + child)
-    return tl.where(inside & (row > 0), row.to(tl.float64), 0.0)
+        here = (drop >= first) & (drop < first + BLOCK_V)  # [BLOCK_N]
+        if tl.max(here.to(tl.int32), axis=0) > 0:
+            child = head
+            for _ in range(rejected):
+                row = tl.where(index == tl.load(tokens_ptr + base + child), 0.0, row)
+                child = tl.load(sibling_ptr + base + child)
+    return tl.where(inside & (row > 0), row.to(tl.float64), 0.0), index

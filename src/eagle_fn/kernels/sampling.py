@@ -32,7 +32,11 @@ from ._kernels_sampling import verify_sampling_kernel
 from ._ops import fused, kernel_core, launch, power_of_2, register_op
 from .greedy import empty_verdict
 
-BLOCK_V = 1024  # vocabulary entries per step of the final row's two passes
+BLOCK_V = 4096  # vocabulary entries per block of the final row
+NUM_WARPS = 8  # 16 entries a thread per block: four 16-byte loads of float32
+# One program per block of the final row (the last to finish draws), so that a small batch
+# still spreads its rows over the GPU; False: one program per request walks its whole row.
+SPLIT = True
 
 
 def _sample(cfg: DraftConfig, verify_tree: VerifyTree, q: Tensor, *args: Any) -> GreedyVerdict:
@@ -69,20 +73,39 @@ def _verify_sampling(
     bs, n = retrieve_index.shape
     vocab = target_probs.shape[1]
     accept_index, num_accepted, predicts = empty_verdict(retrieve_index, draft_tokens, num_steps)
+    block = min(BLOCK_V, power_of_2(vocab))
+    num_blocks = -(-vocab // block)
+    parts = num_blocks if SPLIT else 1
+    max_blocks = power_of_2(num_blocks)
+    sums, positives, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
     launch(
-        verify_sampling_kernel, bs,
+        verify_sampling_kernel, bs * parts,
         draft_tokens.contiguous(), retrieve_index.contiguous(), next_token.contiguous(),
         next_sibling.contiguous(), target_probs.contiguous(), draft_probs.contiguous(),
         uniforms.contiguous(), final_uniforms.contiguous(),
-        accept_index, num_accepted, predicts,
-        n, vocab, num_steps, bs * n, threshold_single, threshold_acc,
+        accept_index, num_accepted, predicts, sums, positives, arrivals,
+        n, vocab, num_steps, bs * n, parts, threshold_single, threshold_acc,
         HAS_DRAFT=has_draft,
         WIDE=compute_dtype(target_probs.dtype) == torch.float64,
+        SPLIT=SPLIT,
         BLOCK_N=power_of_2(n),
-        BLOCK_V=min(BLOCK_V, power_of_2(vocab)),
-        num_warps=4,
+        BLOCK_V=block,
+        MAX_BLOCKS=max_blocks,
+        num_warps=NUM_WARPS,
     )  # fmt: skip
     return accept_index, num_accepted, predicts
+
+
+def _scratch(like: Tensor, max_blocks: int, split: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """A split launch's block sums, last positive indices and arrival counters; unread
+    placeholders otherwise. Only the counters must start at 0: the one fill."""
+    rows = like.shape[0] if split else 1
+    width = max_blocks if split else 1
+    return (
+        like.new_empty(rows, width, dtype=torch.float64),  # [bs, MAX_BLOCKS]
+        like.new_empty(rows, width, dtype=torch.int32),  # [bs, MAX_BLOCKS]
+        like.new_zeros(rows, dtype=torch.int32) if split else like.new_empty(1, dtype=torch.int32),
+    )  # fmt: skip
 
 
 VERIFY_SAMPLING = register_op("verify_sampling", _verify_sampling, verify_sampling_kernel)
