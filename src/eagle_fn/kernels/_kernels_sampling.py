@@ -178,24 +178,25 @@ def _level(
     tried = child * 0
     single = tl.cast(threshold_single, tl.float32).to(dtype)
     divisor = tl.cast(threshold_acc, tl.float32).to(dtype)
-    for _ in range(1 if HAS_DRAFT else n):
-        live = alive & (child >= 0) & (chosen < 0)
-        token = tl.load(tokens_ptr + base + child, mask=live, other=0)
-        known = live & (token >= 0) & (token < vocab)
+    # Only the children tried, not N rounds of masked work: every program of a split row
+    # walks, so the walk's instructions count as much as its latency.
+    while (child >= 0) & (chosen < 0) & (tried < (1 if HAS_DRAFT else n)):
+        token = tl.load(tokens_ptr + base + child)
+        known = (token >= 0) & (token < vocab)
         offset = (base + cur) * vocab + token
         q = tl.load(q_ptr + offset, mask=known, other=0.0).to(dtype)
         if HAS_DRAFT:
             p = tl.load(p_ptr + offset, mask=known, other=0.0).to(dtype)
-            ok = live & (coin * p <= q)
+            ok = coin * p <= q
         else:
             acc = acc + q
             # float64 `/` rounds to nearest; float32's may not, div_rn does.
             limit = acc / divisor if WIDE else tl.math.div_rn(acc, divisor)
-            ok = live & ((coin <= limit) | (q >= single))
+            ok = (coin <= limit) | (q >= single)
         chosen = tl.where(ok, child, chosen)
-        tried += live.to(tl.int64)
-        sibling = tl.load(sibling_ptr + base + child, mask=live & ~ok, other=-1)
-        child = tl.where(live & ~ok & (sibling >= 0) & (sibling < n), sibling, -1)
+        tried += 1
+        sibling = tl.load(sibling_ptr + base + child, mask=~ok, other=-1)
+        child = tl.where(~ok & (sibling >= 0) & (sibling < n), sibling, -1)
     return chosen, tried
 
 
