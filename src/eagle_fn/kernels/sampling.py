@@ -1,19 +1,21 @@
-"""Fused sampling verification: each request's walk and final draw in one Triton program.
+"""Fused sampling verification: each request's walk and final draw in one Triton launch.
 
 One launch per call, in the op ``eagle_fn::verify_sampling`` (registered and launched by
-``kernels._ops``, as every kernel is). The program walks the tree with scalar loads (the
-children's probabilities only), then reads the last accepted node's row twice: once for the
-total mass, once for the inverse CDF.
+``kernels._ops``, as every kernel is), plus the fill that zeroes the split layout's arrival
+counters. ``SPLIT``: one program per ``BLOCK_V`` block of the final row; each walks the tree,
+sums its block, and the request's last program to arrive draws, rescanning only the block
+that holds ``coin * total`` (docs/sampling.md, "The fused kernel"). Otherwise one program per
+request does the same over its whole row. Either way the row is read once, plus one block.
 
 Exactness against :func:`eagle_fn.verify_sampling` (the torch function): ``accept_index`` and
 ``num_accepted`` are equal bit for bit on every input (the accumulator adds in the same order,
 in the same type, and divides with IEEE rounding). The final token is equal whenever the
 float64 running sums of the final row are exact (as for dyadic probabilities such as 0.25),
-because this kernel sums blocks in a tree and the torch function sums sequentially; otherwise
-they can differ only where a running sum ties ``coin * total`` within rounding. ``predicts``
-is then equal too, given ``retrieve_index = row * N + node`` (each program zeroes and writes
-its own request's slots). No product feeds a sum, so FMA fusion cannot change a rounding.
-
+because this kernel sums within blocks as a tree and the torch function sums sequentially;
+otherwise they can differ only where a running sum ties ``coin * total`` within rounding.
+``predicts`` is then equal too, given ``retrieve_index = row * N + node`` (each request's
+programs zero and write its own slots). No product feeds a sum, so FMA fusion cannot change a
+rounding.
 """
 
 from __future__ import annotations
