@@ -105,16 +105,21 @@ def test_vocabulary_wider_than_a_block():
         check(cfg, vt, q, u, torch.full((2,), final))
 
 
-SPLITS = pytest.mark.parametrize("split", [True, False], ids=["split", "single"])
+# Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM). One program per request; one per block; four
+# blocks a program, so that 7 blocks leave the last program one past the row's end.
+SHAPES = {"single": (False, 1), "split": (True, 1), "split4": (True, 4)}
+SPLITS = pytest.mark.parametrize("split", list(SHAPES))
 SMALL_BLOCK = 8  # many blocks on a vocabulary the interpreter runs quickly
 
 
 @contextlib.contextmanager
 def launch_shape(block, split):
-    """The kernel launched with ``BLOCK_V = block`` and ``SPLIT = split`` (read per call)."""
+    """The kernel launched with ``BLOCK_V = block`` in launch shape ``SHAPES[split]`` (module
+    constants, read per call)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ksampling, "BLOCK_V", block)
-        patch.setattr(ksampling, "SPLIT", split)
+        patch.setattr(ksampling, "SPLIT", SHAPES[split][0])
+        patch.setattr(ksampling, "BLOCKS_PER_PROGRAM", SHAPES[split][1])
         yield
 
 
@@ -206,14 +211,14 @@ def test_rows_without_mass_over_many_blocks(split, row_kind):
 
 
 @FEW
-@given(case=tree_cases(max_bs=3, max_vocab=40), split=st.booleans())
+@given(case=tree_cases(max_bs=3, max_vocab=40), split=st.sampled_from(list(SHAPES)))
 def test_small_blocks_match_torch_on_trees(case, split):
     with launch_shape(4, split):
         check(*case)
 
 
 @FEW
-@given(case=links_cases(max_bs=3, coin_kinds=["grid"]), split=st.booleans())
+@given(case=links_cases(max_bs=3, coin_kinds=["grid"]), split=st.sampled_from(list(SHAPES)))
 def test_small_blocks_match_torch_on_arbitrary_links(case, split):
     with launch_shape(4, split):
         check(*case)
@@ -221,7 +226,7 @@ def test_small_blocks_match_torch_on_arbitrary_links(case, split):
 
 @FEW
 @given(case=chain_cases(max_steps=4, max_bs=3, max_vocab=30, coin_kinds=["grid"]),
-       split=st.booleans())  # fmt: skip
+       split=st.sampled_from(list(SHAPES)))  # fmt: skip
 def test_small_blocks_match_torch_on_chains(case, split):
     with launch_shape(4, split):
         check(*case)

@@ -42,16 +42,18 @@ def verify_sampling_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_V: tl.constexpr,
     MAX_BLOCKS: tl.constexpr,
+    PER_PROGRAM: tl.constexpr,
 ):
     """``parts`` programs per request, each with the bounded walk; then the final draw.
 
-    ``SPLIT``: ``parts`` is the number of ``BLOCK_V`` blocks of a row, and program ``part``
-    sums block ``part`` into ``sums`` (its last positive index into ``positives``). The
-    request's last program to arrive (``arrivals``, zeroed by the caller) adds the block
-    sums up and draws. Otherwise ``parts`` is 1 and the one program does both itself.
+    ``SPLIT``: program ``part`` sums the ``PER_PROGRAM`` blocks of ``BLOCK_V`` entries from
+    block ``part * PER_PROGRAM`` of its request's final row, each into ``sums`` (its last
+    positive index into ``positives``). The request's last program to arrive (``arrivals``,
+    zeroed by the caller) adds the block sums up and draws. Otherwise ``parts`` is 1 and the
+    one program does both itself, over the whole row.
     """
-    pid = tl.program_id(0).to(tl.int64)
-    row = pid // parts
+    pid = tl.program_id(0)
+    row = (pid // parts).to(tl.int64)
     part = pid % parts
     base = row * n
     cur, last, rejected = _walk(
@@ -65,33 +67,39 @@ def verify_sampling_kernel(
     drop = _dropped(tokens_ptr, sibling_ptr, base, head, rejected, BLOCK_N)  # [BLOCK_N]
     blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS]
     slot = tl.minimum(tl.maximum(last, 0), total_nodes)
+    num_blocks = tl.cdiv(vocab, BLOCK_V)
     if SPLIT:
+        # One load of the program's blocks, so that they are in flight together.
         mass, index = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head,
-                                  rejected, drop, part * BLOCK_V, vocab, HAS_DRAFT, WIDE,
-                                  BLOCK_V)  # fmt: skip
-        tl.store(sums_ptr + row * MAX_BLOCKS + part, tl.sum(mass, axis=0))
-        tl.store(positives_ptr + row * MAX_BLOCKS + part, _last_positive(mass, index))
+                                  rejected, drop, part * (PER_PROGRAM * BLOCK_V), vocab,
+                                  HAS_DRAFT, WIDE, PER_PROGRAM * BLOCK_V)  # fmt: skip
+        mass = tl.reshape(mass, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
+        index = tl.reshape(index, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
+        mine = part * PER_PROGRAM + tl.arange(0, PER_PROGRAM)  # [PER_PROGRAM] its blocks
+        at = row * MAX_BLOCKS + mine  # [PER_PROGRAM]
+        tl.store(sums_ptr + at, tl.sum(mass, axis=1), mask=mine < num_blocks)
+        lasts = tl.max(tl.where(mass > 0, index, -1), axis=1)  # [PER_PROGRAM]
+        tl.store(positives_ptr + at, lasts, mask=mine < num_blocks)
         # Every thread's stores (and part 0's walk outputs) precede the release below; the
         # last arrival's acquire makes them all visible to it.
         tl.debug_barrier()
         arrived = tl.atomic_add(arrivals_ptr + row, 1, sem="acq_rel", scope="gpu")
         if arrived == parts - 1:
-            inside = blocks < parts
+            inside = blocks < num_blocks
             sums = tl.load(sums_ptr + row * MAX_BLOCKS + blocks, mask=inside, other=0.0,
                            cache_modifier=".cg")  # fmt: skip
             positives = tl.load(positives_ptr + row * MAX_BLOCKS + blocks, mask=inside,
                                 other=-1, cache_modifier=".cg")  # fmt: skip
             ends = tl.cumsum(sums, axis=0)  # [MAX_BLOCKS] the running sum at each block's end
-            total = tl.sum(tl.where(blocks == parts - 1, ends, 0.0), axis=0)
+            total = tl.sum(tl.where(blocks == num_blocks - 1, ends, 0.0), axis=0)
             token = _locate(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
-                            drop, ends, total, tl.max(positives, axis=0), coin, parts, vocab,
+                            drop, ends, total, tl.max(positives, axis=0), coin, num_blocks, vocab,
                             HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
             tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
     else:
         carry = (start * 0).to(tl.float64)
         ends = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
         last_positive = start * 0 - 1
-        num_blocks = tl.cdiv(vocab, BLOCK_V)
         for block in range(num_blocks):
             mass, index = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head,
                                       rejected, drop, block * BLOCK_V, vocab, HAS_DRAFT, WIDE,

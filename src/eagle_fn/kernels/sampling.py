@@ -34,11 +34,15 @@ from ._kernels_sampling import verify_sampling_kernel
 from ._ops import fused, kernel_core, launch, power_of_2, register_op
 from .greedy import empty_verdict
 
+# Launch knobs, read at each call (not yet swept on a GPU).
 BLOCK_V = 4096  # vocabulary entries per block of the final row
-NUM_WARPS = 8  # 16 entries a thread per block: four 16-byte loads of float32
-# One program per block of the final row (the last to finish draws), so that a small batch
-# still spreads its rows over the GPU; False: one program per request walks its whole row.
+NUM_WARPS = 8
+# Several programs per request, each loading BLOCKS_PER_PROGRAM blocks of the final row at
+# once (the last to finish draws), so that a small batch still spreads over the GPU (bs 32,
+# V 128256: 512 programs, 32 float32 loads in flight a thread). False: one program per
+# request loops over its row's blocks.
 SPLIT = True
+BLOCKS_PER_PROGRAM = 2  # a power of 2
 
 
 def _sample(cfg: DraftConfig, verify_tree: VerifyTree, q: Tensor, *args: Any) -> GreedyVerdict:
@@ -77,7 +81,8 @@ def _verify_sampling(
     accept_index, num_accepted, predicts = empty_verdict(retrieve_index, draft_tokens, num_steps)
     block = min(BLOCK_V, power_of_2(vocab))
     num_blocks = -(-vocab // block)
-    parts = num_blocks if SPLIT else 1
+    per_program = min(BLOCKS_PER_PROGRAM, power_of_2(num_blocks)) if SPLIT else 1
+    parts = -(-num_blocks // per_program)
     max_blocks = power_of_2(num_blocks)
     sums, positives, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
     launch(
@@ -93,6 +98,7 @@ def _verify_sampling(
         BLOCK_N=power_of_2(n),
         BLOCK_V=block,
         MAX_BLOCKS=max_blocks,
+        PER_PROGRAM=per_program,
         num_warps=NUM_WARPS,
     )  # fmt: skip
     return accept_index, num_accepted, predicts
