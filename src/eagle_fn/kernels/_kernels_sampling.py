@@ -56,7 +56,7 @@ def verify_sampling_kernel(
     row = (pid // parts).to(tl.int64)
     part = pid % parts
     base = row * n
-    cur, last, rejected = _walk(
+    cur, last, rejected, drop = _walk(
         tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
         num_ptr, predicts_ptr, row, base, n, vocab, num_steps, total_nodes, threshold_single,
         threshold_acc, part, HAS_DRAFT, WIDE, BLOCK_N,
@@ -64,7 +64,6 @@ def verify_sampling_kernel(
     coin = tl.load(final_ptr + row).to(tl.float64 if WIDE else tl.float32).to(tl.float64)
     head = tl.load(next_ptr + base + cur)
     start = (base + cur) * vocab
-    drop = _dropped(tokens_ptr, sibling_ptr, base, head, rejected, BLOCK_N)  # [BLOCK_N]
     blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS]
     slot = tl.minimum(tl.maximum(last, 0), total_nodes)
     num_blocks = tl.cdiv(vocab, BLOCK_V)
@@ -120,8 +119,9 @@ def _walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr,
           threshold_acc, part, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
           BLOCK_N: tl.constexpr):  # fmt: skip
     """The bounded walk from the root, its outputs stored by part 0: the last accepted
-    node, its flat index and how many of its children were tried, all rejected (0 unless a
-    level accepted nothing: after S acceptances, or at a leaf, nothing is removed)."""
+    node, its flat index, how many of its children were tried, all rejected (0 unless a
+    level accepted nothing: after S acceptances, or at a leaf, nothing is removed), and
+    their tokens (``[BLOCK_N]``, -1 past them)."""
     slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
     write = part == 0
     # A [BLOCK_N] test of `part`: the interpreter rejects a scalar & vector mask.
@@ -134,16 +134,18 @@ def _walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr,
     count = row * 0
     alive = row == row
     rejected = row * 0
+    dropped = tl.full([BLOCK_N], -1, tl.int64)
     for level in range(num_steps):
-        chosen, tried = _level(
+        chosen, tried, tokens = _level(
             tokens_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, base, cur, alive, n,
-            vocab, threshold_single, threshold_acc, HAS_DRAFT, WIDE,
+            vocab, threshold_single, threshold_acc, HAS_DRAFT, WIDE, BLOCK_N,
         )  # fmt: skip
         accepted = alive & (chosen >= 0)
         token = tl.load(tokens_ptr + base + chosen, mask=accepted, other=0)
         slot = tl.minimum(tl.maximum(last, 0), total_nodes)
         tl.store(predicts_ptr + slot, token, mask=write & accepted & (slot < total_nodes))
         rejected = tl.where(alive & ~accepted, tried, rejected)
+        dropped = tl.where(alive & ~accepted, tokens, dropped)  # [BLOCK_N]
         cur = tl.where(accepted, chosen, cur)
         last = tl.where(accepted, tl.load(index_ptr + base + cur), last)
         tl.store(accept_ptr + row * (num_steps + 1) + level + 1, tl.where(accepted, last, -1),
@@ -151,7 +153,7 @@ def _walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr,
         count += accepted.to(tl.int64)
         alive = accepted
     tl.store(num_ptr + row, count, mask=write)
-    return cur, last, rejected
+    return cur, last, rejected, dropped
 
 
 @triton.jit
@@ -171,9 +173,11 @@ def _level(
     threshold_acc,
     HAS_DRAFT: tl.constexpr,
     WIDE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """Node ``cur``'s children in link order (at most N; only the first with a draft): the
-    accepted child (-1 if none) and how many children were tried.
+    accepted child (-1 if none), how many children were tried and their tokens (``[BLOCK_N]``,
+    -1 past them), which the final row loses if none is accepted.
 
     Tokens outside the vocabulary are tried with probability 0.
     """
@@ -184,6 +188,8 @@ def _level(
     acc = (child * 0).to(dtype)
     chosen = child * 0 - 1
     tried = child * 0
+    slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
+    tokens = tl.full([BLOCK_N], -1, tl.int64)
     single = tl.cast(threshold_single, tl.float32).to(dtype)
     divisor = tl.cast(threshold_acc, tl.float32).to(dtype)
     # Only the children tried, not N rounds of masked work: every program of a split row
@@ -202,23 +208,11 @@ def _level(
             limit = acc / divisor if WIDE else tl.math.div_rn(acc, divisor)
             ok = (coin <= limit) | (q >= single)
         chosen = tl.where(ok, child, chosen)
+        tokens = tl.where(slots == tried, token.to(tl.int64), tokens)  # [BLOCK_N]
         tried += 1
         sibling = tl.load(sibling_ptr + base + child, mask=~ok, other=-1)
         child = tl.where(~ok & (sibling >= 0) & (sibling < n), sibling, -1)
-    return chosen, tried
-
-
-@triton.jit
-def _dropped(tokens_ptr, sibling_ptr, base, head, rejected, BLOCK_N: tl.constexpr):
-    """The tokens of the first ``rejected`` children from ``head`` (-1 in the other slots):
-    which blocks of the final row lose an entry."""
-    slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
-    drop = tl.full([BLOCK_N], -1, tl.int64)
-    child = head
-    for i in range(rejected):
-        drop = tl.where(slots == i, tl.load(tokens_ptr + base + child).to(tl.int64), drop)
-        child = tl.load(sibling_ptr + base + child)
-    return drop
+    return chosen, tried, tokens
 
 
 @triton.jit
