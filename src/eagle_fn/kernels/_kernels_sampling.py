@@ -62,16 +62,15 @@ def verify_sampling_kernel(
         threshold_acc, part, HAS_DRAFT, WIDE, BLOCK_N,
     )  # fmt: skip
     coin = tl.load(final_ptr + row).to(tl.float64 if WIDE else tl.float32).to(tl.float64)
-    head = tl.load(next_ptr + base + cur)
     start = (base + cur) * vocab
     blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS]
     slot = tl.minimum(tl.maximum(last, 0), total_nodes)
     num_blocks = tl.cdiv(vocab, BLOCK_V)
     if SPLIT:
         # One load of the program's blocks, so that they are in flight together.
-        mass, index = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head,
-                                  rejected, drop, part * (PER_PROGRAM * BLOCK_V), vocab,
-                                  HAS_DRAFT, WIDE, PER_PROGRAM * BLOCK_V)  # fmt: skip
+        mass, index = _final_mass(q_ptr, p_ptr, start, rejected, drop,
+                                  part * (PER_PROGRAM * BLOCK_V), vocab, HAS_DRAFT, WIDE,
+                                  PER_PROGRAM * BLOCK_V)  # fmt: skip
         mass = tl.reshape(mass, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
         index = tl.reshape(index, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
         mine = part * PER_PROGRAM + tl.arange(0, PER_PROGRAM)  # [PER_PROGRAM] its blocks
@@ -91,24 +90,22 @@ def verify_sampling_kernel(
                                 other=-1, cache_modifier=".cg")  # fmt: skip
             ends = tl.cumsum(sums, axis=0)  # [MAX_BLOCKS] the running sum at each block's end
             total = tl.sum(tl.where(blocks == num_blocks - 1, ends, 0.0), axis=0)
-            token = _locate(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
-                            drop, ends, total, tl.max(positives, axis=0), coin, num_blocks, vocab,
-                            HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
+            token = _locate(q_ptr, p_ptr, start, rejected, drop, ends, total,
+                            tl.max(positives, axis=0), coin, num_blocks, vocab, HAS_DRAFT,
+                            WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
             tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
     else:
         carry = (start * 0).to(tl.float64)
         ends = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
         last_positive = start * 0 - 1
         for block in range(num_blocks):
-            mass, index = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head,
-                                      rejected, drop, block * BLOCK_V, vocab, HAS_DRAFT, WIDE,
-                                      BLOCK_V)  # fmt: skip
+            mass, index = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V,
+                                      vocab, HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
             carry += tl.sum(mass, axis=0)
             ends = tl.where(blocks == block, carry, ends)
             last_positive = tl.maximum(last_positive, _last_positive(mass, index))
-        token = _locate(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
-                        drop, ends, carry, last_positive, coin, num_blocks, vocab, HAS_DRAFT,
-                        WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
+        token = _locate(q_ptr, p_ptr, start, rejected, drop, ends, carry, last_positive, coin,
+                        num_blocks, vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
         tl.debug_barrier()  # the walk's stores (other threads) land first: a revisited slot
         tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
 
@@ -216,9 +213,9 @@ def _level(
 
 
 @triton.jit
-def _locate(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, drop, ends,
-            total, last_positive, coin, num_blocks, vocab, HAS_DRAFT: tl.constexpr,
-            WIDE: tl.constexpr, BLOCK_V: tl.constexpr, MAX_BLOCKS: tl.constexpr):  # fmt: skip
+def _locate(q_ptr, p_ptr, start, rejected, drop, ends, total, last_positive, coin, num_blocks,
+            vocab, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
+            MAX_BLOCKS: tl.constexpr):  # fmt: skip
     """Inverse CDF from the running sums at the blocks' ends: the first block whose end
     exceeds ``coin * total`` is scanned again, the only one whose prefix sums are needed.
 
@@ -230,8 +227,8 @@ def _locate(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, 
     crossing = tl.min(tl.where((blocks < num_blocks) & (ends > target), blocks, MAX_BLOCKS), 0)
     block = tl.minimum(crossing, num_blocks - 1)
     before = tl.sum(tl.where(blocks == block - 1, ends, 0.0), axis=0)  # exact: one term
-    mass, index = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
-                              drop, block * BLOCK_V, vocab, HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
+    mass, index = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V, vocab,
+                              HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
     running = before + tl.cumsum(mass, axis=0)  # [BLOCK_V]
     found = tl.min(tl.where((mass > 0) & (running > target), index, vocab), axis=0)
     found = tl.where(found < vocab, found, _last_positive(mass, index))
@@ -245,16 +242,14 @@ def _last_positive(mass, index):
 
 
 @triton.jit
-def _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, drop, first,
-                vocab, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
-                BLOCK_V: tl.constexpr):  # fmt: skip
+def _final_mass(q_ptr, p_ptr, start, rejected, drop, first, vocab, HAS_DRAFT: tl.constexpr,
+                WIDE: tl.constexpr, BLOCK_V: tl.constexpr):  # fmt: skip
     """The positive part of ``relu(q - removed)`` on the block at ``first``, as float64, and
     its indices.
 
-    Target-only: the first ``rejected`` children from ``head`` (the ones the walk tried, all
-    valid links) have their tokens set to 0. Only a block that holds one of their tokens
-    (``drop``) walks them again, with cached scalar loads. With a draft: ``q - p`` after a
-    rejection.
+    Target-only: the ``rejected`` tokens in ``drop`` are set to 0, by a block that holds one
+    (each taken from the vector by a reduction within a warp). With a draft: ``q - p`` after
+    a rejection.
     """
     dtype = tl.float64 if WIDE else tl.float32
     index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
@@ -266,8 +261,8 @@ def _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, reject
     else:
         here = (drop >= first) & (drop < first + BLOCK_V)  # [BLOCK_N]
         if tl.max(here.to(tl.int32), axis=0) > 0:
-            child = head
-            for _ in range(rejected):
-                row = tl.where(index == tl.load(tokens_ptr + base + child), 0.0, row)
-                child = tl.load(sibling_ptr + base + child)
+            slots = tl.arange(0, drop.shape[0])  # [BLOCK_N]
+            for i in range(rejected):
+                token = tl.sum(tl.where(slots == i, drop, 0), axis=0)
+                row = tl.where(index == token, 0.0, row)
     return tl.where(inside & (row > 0), row.to(tl.float64), 0.0), index
