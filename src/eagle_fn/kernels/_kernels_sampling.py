@@ -27,7 +27,6 @@ def verify_sampling_kernel(
     num_ptr,
     predicts_ptr,
     sums_ptr,
-    positives_ptr,
     arrivals_ptr,
     n,
     vocab,
@@ -47,10 +46,9 @@ def verify_sampling_kernel(
     """``parts`` programs per request, each with the bounded walk; then the final draw.
 
     ``SPLIT``: program ``part`` sums the ``PER_PROGRAM`` blocks of ``BLOCK_V`` entries from
-    block ``part * PER_PROGRAM`` of its request's final row, each into ``sums`` (its last
-    positive index into ``positives``). The request's last program to arrive (``arrivals``,
-    zeroed by the caller) adds the block sums up and draws. Otherwise ``parts`` is 1 and the
-    one program does both itself, over the whole row.
+    block ``part * PER_PROGRAM`` of its request's final row, each into ``sums``. The request's
+    last program to arrive (``arrivals``, zeroed by the caller) adds the block sums up and
+    draws. Otherwise ``parts`` is 1 and the one program does both itself, over the whole row.
     """
     pid = tl.program_id(0)
     row = (pid // parts).to(tl.int64)
@@ -68,44 +66,38 @@ def verify_sampling_kernel(
     num_blocks = tl.cdiv(vocab, BLOCK_V)
     if SPLIT:
         # One load of the program's blocks, so that they are in flight together.
-        mass, index = _final_mass(q_ptr, p_ptr, start, rejected, drop,
-                                  part * (PER_PROGRAM * BLOCK_V), vocab, HAS_DRAFT, WIDE,
-                                  PER_PROGRAM * BLOCK_V)  # fmt: skip
+        mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop,
+                              part * (PER_PROGRAM * BLOCK_V), vocab, HAS_DRAFT, WIDE,
+                              PER_PROGRAM * BLOCK_V)  # fmt: skip
         mass = tl.reshape(mass, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
-        index = tl.reshape(index, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
         mine = part * PER_PROGRAM + tl.arange(0, PER_PROGRAM)  # [PER_PROGRAM] its blocks
-        at = row * MAX_BLOCKS + mine  # [PER_PROGRAM]
-        tl.store(sums_ptr + at, tl.sum(mass, axis=1), mask=mine < num_blocks)
-        lasts = tl.max(tl.where(mass > 0, index, -1), axis=1)  # [PER_PROGRAM]
-        tl.store(positives_ptr + at, lasts, mask=mine < num_blocks)
+        tl.store(sums_ptr + row * MAX_BLOCKS + mine, tl.sum(mass.to(tl.float64), axis=1),
+                 mask=mine < num_blocks)  # fmt: skip
         # Every thread's stores (and part 0's walk outputs) precede the release below; the
         # last arrival's acquire makes them all visible to it.
         tl.debug_barrier()
         arrived = tl.atomic_add(arrivals_ptr + row, 1, sem="acq_rel", scope="gpu")
         if arrived == parts - 1:
-            inside = blocks < num_blocks
-            sums = tl.load(sums_ptr + row * MAX_BLOCKS + blocks, mask=inside, other=0.0,
-                           cache_modifier=".cg")  # fmt: skip
-            positives = tl.load(positives_ptr + row * MAX_BLOCKS + blocks, mask=inside,
-                                other=-1, cache_modifier=".cg")  # fmt: skip
+            sums = tl.load(sums_ptr + row * MAX_BLOCKS + blocks, mask=blocks < num_blocks,
+                           other=0.0, cache_modifier=".cg")  # fmt: skip
             ends = tl.cumsum(sums, axis=0)  # [MAX_BLOCKS] the running sum at each block's end
             total = tl.sum(tl.where(blocks == num_blocks - 1, ends, 0.0), axis=0)
-            token = _locate(q_ptr, p_ptr, start, rejected, drop, ends, total,
-                            tl.max(positives, axis=0), coin, num_blocks, vocab, HAS_DRAFT,
-                            WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
+            token = _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin,
+                            num_blocks, vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
             tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
     else:
         carry = (start * 0).to(tl.float64)
+        sums = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
         ends = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
-        last_positive = start * 0 - 1
         for block in range(num_blocks):
-            mass, index = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V,
-                                      vocab, HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
-            carry += tl.sum(mass, axis=0)
+            mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V, vocab,
+                                  HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
+            block_sum = tl.sum(mass.to(tl.float64), axis=0)
+            carry += block_sum
+            sums = tl.where(blocks == block, block_sum, sums)
             ends = tl.where(blocks == block, carry, ends)
-            last_positive = tl.maximum(last_positive, _last_positive(mass, index))
-        token = _locate(q_ptr, p_ptr, start, rejected, drop, ends, carry, last_positive, coin,
-                        num_blocks, vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
+        token = _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, carry, coin, num_blocks,
+                        vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
         tl.debug_barrier()  # the walk's stores (other threads) land first: a revisited slot
         tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
 
@@ -213,39 +205,39 @@ def _level(
 
 
 @triton.jit
-def _locate(q_ptr, p_ptr, start, rejected, drop, ends, total, last_positive, coin, num_blocks,
-            vocab, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
+def _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin, num_blocks, vocab,
+            HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
             MAX_BLOCKS: tl.constexpr):  # fmt: skip
-    """Inverse CDF from the running sums at the blocks' ends: the first block whose end
-    exceeds ``coin * total`` is scanned again, the only one whose prefix sums are needed.
+    """Inverse CDF from the block sums and the running sums at the blocks' ends: one block
+    is scanned again, the only one whose entries are needed.
 
-    Its first index whose running sum exceeds the target (its last positive one if rounding
-    left none); with no such block the row's last positive index, else ``vocab - 1``.
+    The first block whose end exceeds ``coin * total`` gives its first index whose running
+    sum exceeds the target (its last positive one if rounding left none). With no such block,
+    the last block with mass gives its last positive index: the row's. Else ``vocab - 1``.
+    A block has mass exactly when its sum is positive: a float64 sum of positive entries is.
     """
     target = coin * total
     blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS]
-    crossing = tl.min(tl.where((blocks < num_blocks) & (ends > target), blocks, MAX_BLOCKS), 0)
-    block = tl.minimum(crossing, num_blocks - 1)
+    inside = blocks < num_blocks
+    crossing = tl.min(tl.where(inside & (ends > target), blocks, MAX_BLOCKS), axis=0)
+    heavy = tl.max(tl.where(inside & (sums > 0), blocks, -1), axis=0)
+    crosses = crossing < num_blocks
+    block = tl.where(crosses, crossing, tl.maximum(heavy, 0))
     before = tl.sum(tl.where(blocks == block - 1, ends, 0.0), axis=0)  # exact: one term
     mass, index = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V, vocab,
                               HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
-    running = before + tl.cumsum(mass, axis=0)  # [BLOCK_V]
+    running = before + tl.cumsum(mass.to(tl.float64), axis=0)  # [BLOCK_V]
     found = tl.min(tl.where((mass > 0) & (running > target), index, vocab), axis=0)
-    found = tl.where(found < vocab, found, _last_positive(mass, index))
-    fallback = tl.where(last_positive >= 0, last_positive, vocab - 1)
-    return tl.where(crossing < num_blocks, found, fallback)
-
-
-@triton.jit
-def _last_positive(mass, index):
-    return tl.max(tl.where(mass > 0, index, -1), axis=0)
+    final = tl.max(tl.where(mass > 0, index, -1), axis=0)
+    token = tl.where(crosses & (found < vocab), found, final)
+    return tl.where(token >= 0, token, vocab - 1)
 
 
 @triton.jit
 def _final_mass(q_ptr, p_ptr, start, rejected, drop, first, vocab, HAS_DRAFT: tl.constexpr,
                 WIDE: tl.constexpr, BLOCK_V: tl.constexpr):  # fmt: skip
-    """The positive part of ``relu(q - removed)`` on the block at ``first``, as float64, and
-    its indices.
+    """The positive part of ``relu(q - removed)`` on the block at ``first`` (float32, or
+    float64 for ``WIDE``; sums take it in float64) and its indices.
 
     Target-only: the ``rejected`` tokens in ``drop`` are set to 0, by a block that holds one
     (each taken from the vector by a reduction within a warp). With a draft: ``q - p`` after
@@ -265,4 +257,4 @@ def _final_mass(q_ptr, p_ptr, start, rejected, drop, first, vocab, HAS_DRAFT: tl
             for i in range(rejected):
                 token = tl.sum(tl.where(slots == i, drop, 0), axis=0)
                 row = tl.where(index == token, 0.0, row)
-    return tl.where(inside & (row > 0), row.to(tl.float64), 0.0), index
+    return tl.where(inside & (row > 0), row, 0.0), index

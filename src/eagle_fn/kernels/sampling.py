@@ -84,13 +84,13 @@ def _verify_sampling(
     per_program = min(BLOCKS_PER_PROGRAM, power_of_2(num_blocks)) if SPLIT else 1
     parts = -(-num_blocks // per_program)
     max_blocks = power_of_2(num_blocks)
-    sums, positives, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
+    sums, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
     launch(
         verify_sampling_kernel, bs * parts,
         draft_tokens.contiguous(), retrieve_index.contiguous(), next_token.contiguous(),
         next_sibling.contiguous(), target_probs.contiguous(), draft_probs.contiguous(),
         uniforms.contiguous(), final_uniforms.contiguous(),
-        accept_index, num_accepted, predicts, sums, positives, arrivals,
+        accept_index, num_accepted, predicts, sums, arrivals,
         n, vocab, num_steps, bs * n, parts, threshold_single, threshold_acc,
         HAS_DRAFT=has_draft,
         WIDE=compute_dtype(target_probs.dtype) == torch.float64,
@@ -104,16 +104,15 @@ def _verify_sampling(
     return accept_index, num_accepted, predicts
 
 
-def _scratch(like: Tensor, max_blocks: int, split: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """A split launch's block sums, last positive indices and arrival counters; unread
-    placeholders otherwise. Only the counters must start at 0: the one fill."""
-    rows = like.shape[0] if split else 1
-    width = max_blocks if split else 1
+def _scratch(like: Tensor, max_blocks: int, split: bool) -> tuple[Tensor, Tensor]:
+    """A split launch's block sums and arrival counters; unread placeholders otherwise. Only
+    the counters must start at 0: the one fill."""
+    if not split:
+        return like.new_empty(1, dtype=torch.float64), like.new_empty(1, dtype=torch.int32)
     return (
-        like.new_empty(rows, width, dtype=torch.float64),  # [bs, MAX_BLOCKS]
-        like.new_empty(rows, width, dtype=torch.int32),  # [bs, MAX_BLOCKS]
-        like.new_zeros(rows, dtype=torch.int32) if split else like.new_empty(1, dtype=torch.int32),
-    )  # fmt: skip
+        like.new_empty(like.shape[0], max_blocks, dtype=torch.float64),  # [bs, MAX_BLOCKS]
+        like.new_zeros(like.shape[0], dtype=torch.int32),  # [bs]
+    )
 
 
 VERIFY_SAMPLING = register_op("verify_sampling", _verify_sampling, verify_sampling_kernel)
