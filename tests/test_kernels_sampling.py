@@ -232,6 +232,27 @@ def test_small_blocks_match_torch_on_chains(case, split):
         check(*case)
 
 
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the interpreter runs a row's programs one by one"
+)
+@SPLITS
+def test_repeated_calls_agree_on_a_gpu(split):
+    # A row's programs really run at once here: a missed block sum (a race between the last
+    # program and the others) would change tokens between calls. Dyadic rows: exact sums.
+    gen = torch.Generator().manual_seed(7)
+    cfg, bs, vocab = DraftConfig(4, 4, 16), 32, 32000
+    vt = organized_tree(cfg, bs, gen, vocab)
+    q = torch.randint(0, 3, (bs, 16, vocab), generator=gen).to(torch.float32) * 2.0**-10
+    u, final = coins(bs, 16, gen, "uniform")
+    want = verify_sampling(cfg, vt, q, u, final)
+    args = (on(vt, "cuda"), q.cuda(), u.cuda(), final.cuda())
+    with launch_shape(ksampling.BLOCK_V, split):
+        for _ in range(20):
+            got = ksampling.verify_sampling(cfg, *args)
+            for name, a, b in zip(want._fields, got, want, strict=True):
+                torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0, msg=name)
+
+
 def test_bad_inputs_raise_before_the_kernel():
     cfg = DraftConfig(2, 2, 4)
     vt = organized_tree(cfg, 1, torch.Generator().manual_seed(0), 8)
