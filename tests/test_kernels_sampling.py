@@ -140,16 +140,19 @@ def final_tokens(verdict):
 @SPLITS
 @pytest.mark.parametrize("coin", [0.0, 0.999], ids=["deep", "rejected"])
 def test_crossing_in_every_block(split, coin):
-    # 7 blocks, the last partial; final coins k / 32 put coin * total in every block and on
-    # block ends. Coin 0 accepts a first child at every level (nothing removed); 0.999
+    # 7 blocks, the last partial; final coins k / 16 put coin * total in every block and (on
+    # the unchanged row) on a block's end. Coin 0 accepts a first child at every level (nothing removed); 0.999
     # rejects the root's children, whose tokens leave the row.
     gen = torch.Generator().manual_seed(11)
-    cfg, bs, vocab = DraftConfig(2, 2, 4), 32, 6 * SMALL_BLOCK + 5
+    cfg, bs, vocab = DraftConfig(2, 2, 4), 16, 6 * SMALL_BLOCK + 5
     vt = organized_tree(cfg, bs, gen, vocab)
     q = dyadic_row(vocab, gen).expand(bs, 4, vocab).contiguous()  # [bs, N, V]
     u, final = torch.full((bs, 4), coin), torch.arange(bs) / bs
     blocks = final_tokens(verify_sampling(cfg, vt, q, u, final)) // SMALL_BLOCK
     assert set(blocks.tolist()) == set(range(7))  # the inputs reach every block
+    row = q[0, 0].double()  # [V] the final row when nothing is removed
+    ends = row.cumsum(0)[SMALL_BLOCK - 1 :: SMALL_BLOCK]  # [6] the running sums at block ends
+    assert torch.isin(final.double() * row.sum(), ends).any()  # a target ties a block's end
     with launch_shape(SMALL_BLOCK, split):
         check(cfg, vt, q, u, final)
 
@@ -174,7 +177,7 @@ def rejected_root(tokens, bs):
 def test_rejected_children_in_different_blocks(split):
     # The root's four children, all rejected, hold tokens in blocks 0, 1, 3 and 6 (the last,
     # partial one) with heavy mass: each block must drop its own token, and only it.
-    tokens, vocab, bs = [3, 12, 29, 50], 6 * SMALL_BLOCK + 5, 32
+    tokens, vocab, bs = [3, 12, 29, 50], 6 * SMALL_BLOCK + 5, 16
     cfg, vt = DraftConfig(4, 1, 5), rejected_root(tokens, bs)
     q = dyadic_row(vocab, torch.Generator().manual_seed(3))
     q[tokens] = 0.03125  # [V] each child 2**-5: their sum stays below the coin
