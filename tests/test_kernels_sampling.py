@@ -105,9 +105,15 @@ def test_vocabulary_wider_than_a_block():
         check(cfg, vt, q, u, torch.full((2,), final))
 
 
-# Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM). One program per request; one per block; four
-# blocks a program, so that 7 blocks leave the last program one past the row's end.
-SHAPES = {"single": (False, 1), "split": (True, 1), "split4": (True, 4)}
+# Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request; one per
+# block; four blocks a load, so that 7 blocks leave the last load one past the row's end;
+# about 8 programs in all, so that a program loops over several loads.
+SHAPES = {
+    "single": (False, 1, 1),
+    "split": (True, 1, 10**6),
+    "split4": (True, 4, 10**6),
+    "chunked": (True, 1, 8),
+}
 SPLITS = pytest.mark.parametrize("split", list(SHAPES))
 SMALL_BLOCK = 8  # many blocks on a vocabulary the interpreter runs quickly
 
@@ -118,8 +124,9 @@ def launch_shape(block, split):
     constants, read per call)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ksampling, "BLOCK_V", block)
-        patch.setattr(ksampling, "SPLIT", SHAPES[split][0])
-        patch.setattr(ksampling, "BLOCKS_PER_PROGRAM", SHAPES[split][1])
+        knobs = ("SPLIT", "BLOCKS_PER_PROGRAM", "PROGRAMS")
+        for name, value in zip(knobs, SHAPES[split], strict=True):
+            patch.setattr(ksampling, name, value)
         yield
 
 

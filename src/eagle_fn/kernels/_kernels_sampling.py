@@ -33,6 +33,7 @@ def verify_sampling_kernel(
     num_steps,
     total_nodes,
     parts,
+    chunks,
     threshold_single,
     threshold_acc,
     HAS_DRAFT: tl.constexpr,
@@ -45,10 +46,11 @@ def verify_sampling_kernel(
 ):
     """``parts`` programs per request, each with the bounded walk; then the final draw.
 
-    ``SPLIT``: program ``part`` sums the ``PER_PROGRAM`` blocks of ``BLOCK_V`` entries from
-    block ``part * PER_PROGRAM`` of its request's final row, each into ``sums``. The request's
-    last program to arrive (``arrivals``, zeroed by the caller) adds the block sums up and
-    draws. Otherwise ``parts`` is 1 and the one program does both itself, over the whole row.
+    ``SPLIT``: the final row's chunks of ``PER_PROGRAM`` blocks of ``BLOCK_V`` entries go
+    ``chunks`` to a program: program ``part`` sums each block of chunks ``part * chunks`` on
+    into ``sums``. The request's last program to arrive (``arrivals``, zeroed by the caller)
+    adds the block sums up and draws. Otherwise ``parts`` is 1 and the one program does both
+    itself, over the whole row.
     """
     pid = tl.program_id(0)
     row = (pid // parts).to(tl.int64)
@@ -65,14 +67,16 @@ def verify_sampling_kernel(
     slot = tl.minimum(tl.maximum(last, 0), total_nodes)
     num_blocks = tl.cdiv(vocab, BLOCK_V)
     if SPLIT:
-        # One load of the program's blocks, so that they are in flight together.
-        mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop,
-                              part * (PER_PROGRAM * BLOCK_V), vocab, HAS_DRAFT, WIDE,
-                              PER_PROGRAM * BLOCK_V)  # fmt: skip
-        mass = tl.reshape(mass, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
-        mine = part * PER_PROGRAM + tl.arange(0, PER_PROGRAM)  # [PER_PROGRAM] its blocks
-        tl.store(sums_ptr + row * MAX_BLOCKS + mine, tl.sum(mass.to(tl.float64), axis=1),
-                 mask=mine < num_blocks)  # fmt: skip
+        for c in range(chunks):
+            # One load a chunk, so that its blocks' loads are in flight together.
+            chunk = part * chunks + c
+            mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop,
+                                  chunk * (PER_PROGRAM * BLOCK_V), vocab, HAS_DRAFT, WIDE,
+                                  PER_PROGRAM * BLOCK_V)  # fmt: skip
+            mass = tl.reshape(mass, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
+            mine = chunk * PER_PROGRAM + tl.arange(0, PER_PROGRAM)  # [PER_PROGRAM] its blocks
+            tl.store(sums_ptr + row * MAX_BLOCKS + mine, tl.sum(mass.to(tl.float64), axis=1),
+                     mask=mine < num_blocks)  # fmt: skip
         # Every thread's stores (and part 0's walk outputs) precede the release below; the
         # last arrival's acquire makes them all visible to it.
         tl.debug_barrier()

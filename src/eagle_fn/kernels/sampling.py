@@ -37,12 +37,14 @@ from .greedy import empty_verdict
 # Launch knobs, read at each call (not yet swept on a GPU).
 BLOCK_V = 4096  # vocabulary entries per block of the final row
 NUM_WARPS = 8
-# Several programs per request, each loading BLOCKS_PER_PROGRAM blocks of the final row at
-# once (the last to finish draws), so that a small batch still spreads over the GPU (bs 32,
-# V 128256: 512 programs, 32 float32 loads in flight a thread). False: one program per
-# request loops over its row's blocks.
+# Several programs per request (the last to finish draws), so that a small batch still
+# spreads over the GPU: about PROGRAMS in all, at most one per chunk of BLOCKS_PER_PROGRAM
+# blocks, loaded at once (bs 32, V 128256: 512 programs, 32 float32 loads in flight a
+# thread; bs 256: 2 programs a request, 8 chunks each). False: one program per request
+# loops over its row's blocks.
 SPLIT = True
 BLOCKS_PER_PROGRAM = 2  # a power of 2
+PROGRAMS = 512
 
 
 def _sample(cfg: DraftConfig, verify_tree: VerifyTree, q: Tensor, *args: Any) -> GreedyVerdict:
@@ -82,7 +84,7 @@ def _verify_sampling(
     block = min(BLOCK_V, power_of_2(vocab))
     num_blocks = -(-vocab // block)
     per_program = min(BLOCKS_PER_PROGRAM, power_of_2(num_blocks)) if SPLIT else 1
-    parts = -(-num_blocks // per_program)
+    parts, chunks = _parts(bs, -(-num_blocks // per_program)) if SPLIT else (1, 1)
     max_blocks = power_of_2(num_blocks)
     sums, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
     launch(
@@ -91,7 +93,7 @@ def _verify_sampling(
         next_sibling.contiguous(), target_probs.contiguous(), draft_probs.contiguous(),
         uniforms.contiguous(), final_uniforms.contiguous(),
         accept_index, num_accepted, predicts, sums, arrivals,
-        n, vocab, num_steps, bs * n, parts, threshold_single, threshold_acc,
+        n, vocab, num_steps, bs * n, parts, chunks, threshold_single, threshold_acc,
         HAS_DRAFT=has_draft,
         WIDE=compute_dtype(target_probs.dtype) == torch.float64,
         SPLIT=SPLIT,
@@ -102,6 +104,13 @@ def _verify_sampling(
         num_warps=NUM_WARPS,
     )  # fmt: skip
     return accept_index, num_accepted, predicts
+
+
+def _parts(bs: Any, num_chunks: int) -> tuple[Any, Any]:
+    """Programs per request and chunks per program for about ``PROGRAMS`` programs in all.
+    ``torch.sym_*``: a traced ``bs`` stays symbolic, with no guard on its value."""
+    parts = torch.sym_max(1, torch.sym_min(num_chunks, -(-PROGRAMS // torch.sym_max(bs, 1))))
+    return parts, -(-num_chunks // parts)
 
 
 def _scratch(like: Tensor, max_blocks: int, split: bool) -> tuple[Tensor, Tensor]:
