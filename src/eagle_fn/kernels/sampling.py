@@ -2,10 +2,11 @@
 
 One launch per call, in the op ``eagle_fn::verify_sampling`` (registered and launched by
 ``kernels._ops``, as every kernel is), plus the fill that zeroes the split layout's arrival
-counters. ``SPLIT``: one program per ``BLOCK_V`` block of the final row; each walks the tree,
-sums its block, and the request's last program to arrive draws, rescanning only the block
-that holds ``coin * total`` (docs/sampling.md, "The fused kernel"). Otherwise one program per
-request does the same over its whole row. Either way the row is read once, plus one block.
+counters. ``SPLIT``: several programs per request; each walks the tree and sums its chunks
+of the final row block by block, and the request's last program to arrive draws, rescanning
+only the block that holds ``coin * total`` (docs/sampling.md, "The fused kernel"). Otherwise
+one program per request does the same over its whole row. Either way the row is read once,
+plus one block.
 
 Exactness against :func:`eagle_fn.verify_sampling` (the torch function): ``accept_index`` and
 ``num_accepted`` are equal bit for bit on every input (the accumulator adds in the same order,
