@@ -174,7 +174,7 @@ def greedy_variants():
 
 
 def sampling_variants():
-    def launch(cfg, vocab, dtype, p_dtype=None, coin_dtype=torch.float32):
+    def launch(cfg, vocab, dtype, p_dtype=None, coin_dtype=torch.float32, split=None):
         from eagle_fn import sampling
         from eagle_fn.kernels import sampling as fused
 
@@ -184,15 +184,27 @@ def sampling_variants():
         coins = torch.zeros(BS, cfg.num_draft_tokens, dtype=coin_dtype)  # [bs, N]
         final = torch.zeros(BS, dtype=coin_dtype)  # [bs]
         vt = verify_tree(cfg)[2]
-        fused.sampling_core(*sampling.sampling_args(cfg, vt, q, coins, final, draft_probs=p))
+        args = sampling.sampling_args(cfg, vt, q, coins, final, draft_probs=p)
+        default = fused.SPLIT  # split=None: the launch code's own choice
+        fused.SPLIT = default if split is None else split
+        try:
+            fused.sampling_core(*args)
+        finally:
+            fused.SPLIT = default
 
     for dtype in DTYPES:  # target-only on a tree; with draft probabilities on a chain
         name = f"{label(SMALL)} V32000 {dtype_name(dtype)}"
         yield f"verify sampling {name}", True, partial(launch, SMALL, 32000, dtype)
         name = f"{label(CHAIN)} V32000 {dtype_name(dtype)}"
         yield f"verify sampling draft {name}", True, partial(launch, CHAIN, 32000, dtype, dtype)
-    for vocab in (32000, 128256, 5):  # BLOCK_V: 1024, 1024, 8
+    for vocab in (32000, 128256, 5):  # BLOCK_V: 4096, 4096, 8
         name = f"verify sampling {label(LARGE)} V{vocab} float32"
         yield name, vocab == 128256, partial(launch, LARGE, vocab, torch.float32)
     name = f"verify sampling draft {label(CHAIN)} V32000 bfloat16, float16 p, float64 coins"
     yield name, False, partial(launch, CHAIN, 32000, torch.bfloat16, torch.float16, torch.float64)
+    for split in (True, False):  # both launch shapes, whichever SPLIT's default is
+        shape = "split" if split else "single"
+        name = f"verify sampling {shape} {label(LARGE)} V128256 float32"
+        yield name, True, partial(launch, LARGE, 128256, torch.float32, split=split)
+        name = f"verify sampling draft {shape} {label(CHAIN)} V32000 float32"
+        yield name, False, partial(launch, CHAIN, 32000, torch.float32, torch.float32, split=split)

@@ -10,13 +10,15 @@ would need a running sum to tie coin * total within rounding.
 """
 
 import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
+import contextlib
 import math
 
 import pytest
 import torch
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from eagle_fn import DraftConfig, verify_sampling
+from eagle_fn import DraftConfig, VerifyTree, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
 from helpers import on
 from kernel_support import without_interpreter
@@ -101,6 +103,164 @@ def test_vocabulary_wider_than_a_block():
     for final in (0.01, 0.5, 0.999):
         u = torch.full((2, 4), 0.9)
         check(cfg, vt, q, u, torch.full((2,), final))
+
+
+# Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request; one per
+# block; four blocks a load, so that 7 blocks leave the last load one past the row's end;
+# about 8 programs in all, so that a program loops over several loads.
+SHAPES = {
+    "single": (False, 1, 1),
+    "split": (True, 1, 10**6),
+    "split4": (True, 4, 10**6),
+    "chunked": (True, 1, 8),
+}
+SPLITS = pytest.mark.parametrize("split", list(SHAPES))
+SMALL_BLOCK = 8  # many blocks on a vocabulary the interpreter runs quickly
+
+
+@contextlib.contextmanager
+def launch_shape(block, split):
+    """The kernel launched with ``BLOCK_V = block`` in launch shape ``SHAPES[split]`` (module
+    constants, read per call)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ksampling, "BLOCK_V", block)
+        knobs = ("SPLIT", "BLOCKS_PER_PROGRAM", "PROGRAMS")
+        for name, value in zip(knobs, SHAPES[split], strict=True):
+            patch.setattr(ksampling, name, value)
+        yield
+
+
+def dyadic_row(vocab, gen):
+    """[V] multiples of 2**-10 (a third of them 0) whose total is a multiple of 2**-4: every
+    running sum is exact, and ``k / 64 * total`` lands exactly on many of them."""
+    units = torch.randint(0, 3, (vocab,), generator=gen)  # [V]
+    units[-1] += -int(units.sum()) % 64
+    return units.to(torch.float32) * 2.0**-10  # [V]
+
+
+def final_tokens(verdict):
+    """Each request's final (sampled) token."""
+    last = verdict.accept_index.gather(1, verdict.num_accepted.unsqueeze(1)).squeeze(1)  # [bs]
+    return verdict.predicts[last]  # [bs]
+
+
+@SPLITS
+@pytest.mark.parametrize("coin", [0.0, 0.999], ids=["deep", "rejected"])
+def test_crossing_in_every_block(split, coin):
+    # 7 blocks, the last partial; final coins k / 16 put coin * total in every block and (on
+    # the unchanged row) on a block's end. Coin 0 accepts a first child at every level (nothing removed); 0.999
+    # rejects the root's children, whose tokens leave the row.
+    gen = torch.Generator().manual_seed(11)
+    cfg, bs, vocab = DraftConfig(2, 2, 4), 16, 6 * SMALL_BLOCK + 5
+    vt = organized_tree(cfg, bs, gen, vocab)
+    q = dyadic_row(vocab, gen).expand(bs, 4, vocab).contiguous()  # [bs, N, V]
+    u, final = torch.full((bs, 4), coin), torch.arange(bs) / bs
+    blocks = final_tokens(verify_sampling(cfg, vt, q, u, final)) // SMALL_BLOCK
+    assert set(blocks.tolist()) == set(range(7))  # the inputs reach every block
+    row = q[0, 0].double()  # [V] the final row when nothing is removed
+    ends = row.cumsum(0)[SMALL_BLOCK - 1 :: SMALL_BLOCK]  # [6] the running sums at block ends
+    assert torch.isin(final.double() * row.sum(), ends).any()  # a target ties a block's end
+    with launch_shape(SMALL_BLOCK, split):
+        check(cfg, vt, q, u, final)
+
+
+def rejected_root(tokens, bs):
+    """``bs`` copies of a root whose children (nodes 1..) carry ``tokens``, in link order."""
+    n = len(tokens) + 1
+    nodes = torch.arange(n)
+    first = torch.where(nodes == 0, 1, -1).expand(bs, n)  # [bs, N]
+    sibling = torch.where((nodes > 0) & (nodes < n - 1), nodes + 1, -1).expand(bs, n)  # [bs, N]
+    return VerifyTree(
+        draft_tokens=torch.tensor([0, *tokens]).repeat(bs),
+        positions=torch.zeros(bs * n, dtype=torch.int64),
+        tree_mask=torch.ones(bs * n * n, dtype=torch.bool),
+        retrieve_index=torch.arange(bs * n).view(bs, n),
+        retrieve_next_token=first.contiguous(),
+        retrieve_next_sibling=sibling.contiguous(),
+    )
+
+
+@SPLITS
+def test_rejected_children_in_different_blocks(split):
+    # The root's four children, all rejected, hold tokens in blocks 0, 1, 3 and 6 (the last,
+    # partial one) with heavy mass: each block must drop its own token, and only it.
+    tokens, vocab, bs = [3, 12, 29, 50], 6 * SMALL_BLOCK + 5, 16
+    cfg, vt = DraftConfig(4, 1, 5), rejected_root(tokens, bs)
+    q = dyadic_row(vocab, torch.Generator().manual_seed(3))
+    q[tokens] = 0.03125  # [V] each child 2**-5: their sum stays below the coin
+    q = q.expand(bs, 5, vocab).contiguous()  # [bs, N, V]
+    u, final = torch.full((bs, 5), 0.999), torch.arange(bs) / bs
+    want = verify_sampling(cfg, vt, q, u, final)
+    assert not (want.num_accepted > 0).any()
+    assert not torch.isin(final_tokens(want), torch.tensor(tokens)).any()
+    with launch_shape(SMALL_BLOCK, split):
+        check(cfg, vt, q, u, final)
+
+
+@SPLITS
+@pytest.mark.parametrize("row_kind", ["empty", "nan", "late"])
+def test_rows_without_mass_over_many_blocks(split, row_kind):
+    # No positive entry (token V - 1), NaN everywhere but a few entries, and one positive
+    # entry in the last block; final coins 0 and 1 (nothing exceeds 1 * total: the last
+    # positive index) besides uniform ones.
+    gen = torch.Generator().manual_seed(2)
+    cfg, bs, vocab = DraftConfig(2, 2, 4), 4, 6 * SMALL_BLOCK + 5
+    vt = organized_tree(cfg, bs, gen, vocab)
+    q = torch.zeros(bs, 4, vocab)
+    if row_kind == "nan":
+        q = torch.full((bs, 4, vocab), math.nan)
+        q[..., 9] = 0.25
+        q[..., 40] = 0.5
+    if row_kind == "late":
+        q[..., vocab - 3] = 0.5
+    u, final = coins(bs, 4, gen, "uniform")
+    with launch_shape(SMALL_BLOCK, split):
+        check(cfg, vt, q, u, final)
+        check(cfg, vt, q, u, torch.zeros(bs))
+        check(cfg, vt, q, u, torch.ones(bs))
+
+
+@FEW
+@given(case=tree_cases(max_bs=3, max_vocab=40), split=st.sampled_from(list(SHAPES)))
+def test_small_blocks_match_torch_on_trees(case, split):
+    with launch_shape(4, split):
+        check(*case)
+
+
+@FEW
+@given(case=links_cases(max_bs=3, coin_kinds=["grid"]), split=st.sampled_from(list(SHAPES)))
+def test_small_blocks_match_torch_on_arbitrary_links(case, split):
+    with launch_shape(4, split):
+        check(*case)
+
+
+@FEW
+@given(case=chain_cases(max_steps=4, max_bs=3, max_vocab=30, coin_kinds=["grid"]),
+       split=st.sampled_from(list(SHAPES)))  # fmt: skip
+def test_small_blocks_match_torch_on_chains(case, split):
+    with launch_shape(4, split):
+        check(*case)
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the interpreter runs a row's programs one by one"
+)
+@SPLITS
+def test_repeated_calls_agree_on_a_gpu(split):
+    # A row's programs really run at once here: a missed block sum (a race between the last
+    # program and the others) would change tokens between calls. Dyadic rows: exact sums.
+    gen = torch.Generator().manual_seed(7)
+    cfg, bs, vocab = DraftConfig(4, 4, 16), 32, 32000
+    vt = organized_tree(cfg, bs, gen, vocab)
+    q = torch.randint(0, 3, (bs, 16, vocab), generator=gen).to(torch.float32) * 2.0**-10
+    u, final = coins(bs, 16, gen, "uniform")
+    want = verify_sampling(cfg, vt, q, u, final)
+    args = (on(vt, "cuda"), q.cuda(), u.cuda(), final.cuda())
+    with launch_shape(ksampling.BLOCK_V, split):
+        for _ in range(20):
+            got = ksampling.verify_sampling(cfg, *args)
+            for name, a, b in zip(want._fields, got, want, strict=True):
+                torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0, msg=name)
 
 
 def test_bad_inputs_raise_before_the_kernel():

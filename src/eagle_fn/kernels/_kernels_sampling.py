@@ -26,52 +26,127 @@ def verify_sampling_kernel(
     accept_ptr,
     num_ptr,
     predicts_ptr,
+    sums_ptr,
+    arrivals_ptr,
     n,
     vocab,
     num_steps,
     total_nodes,
+    parts,
+    chunks,
     threshold_single,
     threshold_acc,
     HAS_DRAFT: tl.constexpr,
     WIDE: tl.constexpr,
+    SPLIT: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_V: tl.constexpr,
+    MAX_BLOCKS: tl.constexpr,
+    PER_PROGRAM: tl.constexpr,
 ):
-    """One request per program: the bounded walk, then the final draw at the last node."""
-    row = tl.program_id(0).to(tl.int64)
+    """``parts`` programs per request, each with the bounded walk; then the final draw.
+
+    ``SPLIT``: the final row's chunks of ``PER_PROGRAM`` blocks of ``BLOCK_V`` entries go
+    ``chunks`` to a program: program ``part`` sums each block of chunks ``part * chunks`` on
+    into ``sums``. The request's last program to arrive (``arrivals``, zeroed by the caller)
+    adds the block sums up and draws. Otherwise ``parts`` is 1 and the one program does both
+    itself, over the whole row.
+    """
+    pid = tl.program_id(0)
+    row = (pid // parts).to(tl.int64)
+    part = pid % parts
     base = row * n
+    cur, last, rejected, drop = _walk(
+        tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
+        num_ptr, predicts_ptr, row, base, n, vocab, num_steps, total_nodes, threshold_single,
+        threshold_acc, part, HAS_DRAFT, WIDE, BLOCK_N,
+    )  # fmt: skip
+    coin = tl.load(final_ptr + row).to(tl.float64 if WIDE else tl.float32).to(tl.float64)
+    start = (base + cur) * vocab
+    blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS]
+    slot = tl.minimum(tl.maximum(last, 0), total_nodes)
+    num_blocks = tl.cdiv(vocab, BLOCK_V)
+    if SPLIT:
+        for c in range(chunks):
+            # One load a chunk, so that its blocks' loads are in flight together.
+            chunk = part * chunks + c
+            mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop,
+                                  chunk * (PER_PROGRAM * BLOCK_V), vocab, HAS_DRAFT, WIDE,
+                                  PER_PROGRAM * BLOCK_V)  # fmt: skip
+            mass = tl.reshape(mass, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
+            mine = chunk * PER_PROGRAM + tl.arange(0, PER_PROGRAM)  # [PER_PROGRAM] its blocks
+            tl.store(sums_ptr + row * MAX_BLOCKS + mine, tl.sum(mass.to(tl.float64), axis=1),
+                     mask=mine < num_blocks)  # fmt: skip
+        # Every thread's stores (and part 0's walk outputs) precede the release below; the
+        # last arrival's acquire makes them all visible to it.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(arrivals_ptr + row, 1, sem="acq_rel", scope="gpu")
+        if arrived == parts - 1:
+            sums = tl.load(sums_ptr + row * MAX_BLOCKS + blocks, mask=blocks < num_blocks,
+                           other=0.0, cache_modifier=".cg")  # fmt: skip
+            ends = tl.cumsum(sums, axis=0)  # [MAX_BLOCKS] the running sum at each block's end
+            total = tl.sum(tl.where(blocks == num_blocks - 1, ends, 0.0), axis=0)
+            token = _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin,
+                            num_blocks, vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
+            tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
+    else:
+        carry = (start * 0).to(tl.float64)
+        sums = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
+        ends = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
+        for block in range(num_blocks):
+            mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V, vocab,
+                                  HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
+            block_sum = tl.sum(mass.to(tl.float64), axis=0)
+            carry += block_sum
+            sums = tl.where(blocks == block, block_sum, sums)
+            ends = tl.where(blocks == block, carry, ends)
+        token = _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, carry, coin, num_blocks,
+                        vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
+        tl.debug_barrier()  # the walk's stores (other threads) land first: a revisited slot
+        tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
+
+
+@triton.jit
+def _walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
+          num_ptr, predicts_ptr, row, base, n, vocab, num_steps, total_nodes, threshold_single,
+          threshold_acc, part, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
+          BLOCK_N: tl.constexpr):  # fmt: skip
+    """The bounded walk from the root, its outputs stored by part 0: the last accepted
+    node, its flat index, how many of its children were tried, all rejected (0 unless a
+    level accepted nothing: after S acceptances, or at a leaf, nothing is removed), and
+    their tokens (``[BLOCK_N]``, -1 past them)."""
     slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
-    tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=slots < n)
+    write = part == 0
+    # A [BLOCK_N] test of `part`: the interpreter rejects a scalar & vector mask.
+    mine = (slots < n) & (slots * 0 + part == 0)  # [BLOCK_N]
+    tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=mine)
+    tl.debug_barrier()  # the zeros land before the tokens, which other threads may store
     last = tl.load(index_ptr + base)  # flat index of the last accepted node
-    tl.store(accept_ptr + row * (num_steps + 1), last)
+    tl.store(accept_ptr + row * (num_steps + 1), last, mask=write)
     cur = row * 0  # the last accepted node
     count = row * 0
     alive = row == row
-    rejected = row * 0  # children tried (all rejected) at the level that accepted nothing
+    rejected = row * 0
+    dropped = tl.full([BLOCK_N], -1, tl.int64)
     for level in range(num_steps):
-        chosen, tried = _level(
+        chosen, tried, tokens = _level(
             tokens_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, base, cur, alive, n,
-            vocab, threshold_single, threshold_acc, HAS_DRAFT, WIDE,
+            vocab, threshold_single, threshold_acc, HAS_DRAFT, WIDE, BLOCK_N,
         )  # fmt: skip
         accepted = alive & (chosen >= 0)
         token = tl.load(tokens_ptr + base + chosen, mask=accepted, other=0)
         slot = tl.minimum(tl.maximum(last, 0), total_nodes)
-        tl.store(predicts_ptr + slot, token, mask=accepted & (slot < total_nodes))
+        tl.store(predicts_ptr + slot, token, mask=write & accepted & (slot < total_nodes))
         rejected = tl.where(alive & ~accepted, tried, rejected)
+        dropped = tl.where(alive & ~accepted, tokens, dropped)  # [BLOCK_N]
         cur = tl.where(accepted, chosen, cur)
         last = tl.where(accepted, tl.load(index_ptr + base + cur), last)
-        tl.store(accept_ptr + row * (num_steps + 1) + level + 1, tl.where(accepted, last, -1))
+        tl.store(accept_ptr + row * (num_steps + 1) + level + 1, tl.where(accepted, last, -1),
+                 mask=write)  # fmt: skip
         count += accepted.to(tl.int64)
         alive = accepted
-    tl.store(num_ptr + row, count)
-    # `rejected` is only set by a level that accepted nothing, at the final node: after S
-    # acceptances (or at a leaf) nothing is removed.
-    coin = tl.load(final_ptr + row).to(tl.float64 if WIDE else tl.float32).to(tl.float64)
-    head = tl.load(next_ptr + base + cur)
-    token = _final_draw(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, (base + cur) * vocab, head,
-                        rejected, coin, vocab, HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
-    slot = tl.minimum(tl.maximum(last, 0), total_nodes)
-    tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
+    tl.store(num_ptr + row, count, mask=write)
+    return cur, last, rejected, dropped
 
 
 @triton.jit
@@ -91,9 +166,11 @@ def _level(
     threshold_acc,
     HAS_DRAFT: tl.constexpr,
     WIDE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """Node ``cur``'s children in link order (at most N; only the first with a draft): the
-    accepted child (-1 if none) and how many children were tried.
+    accepted child (-1 if none), how many children were tried and their tokens (``[BLOCK_N]``,
+    -1 past them), which the final row loses if none is accepted.
 
     Tokens outside the vocabulary are tried with probability 0.
     """
@@ -104,75 +181,84 @@ def _level(
     acc = (child * 0).to(dtype)
     chosen = child * 0 - 1
     tried = child * 0
+    slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
+    tokens = tl.full([BLOCK_N], -1, tl.int64)
     single = tl.cast(threshold_single, tl.float32).to(dtype)
     divisor = tl.cast(threshold_acc, tl.float32).to(dtype)
-    for _ in range(1 if HAS_DRAFT else n):
-        live = alive & (child >= 0) & (chosen < 0)
-        token = tl.load(tokens_ptr + base + child, mask=live, other=0)
-        known = live & (token >= 0) & (token < vocab)
+    # Only the children tried, not N rounds of masked work: every program of a split row
+    # walks, so the walk's instructions count as much as its latency.
+    while (child >= 0) & (chosen < 0) & (tried < (1 if HAS_DRAFT else n)):
+        token = tl.load(tokens_ptr + base + child)
+        known = (token >= 0) & (token < vocab)
         offset = (base + cur) * vocab + token
         q = tl.load(q_ptr + offset, mask=known, other=0.0).to(dtype)
         if HAS_DRAFT:
             p = tl.load(p_ptr + offset, mask=known, other=0.0).to(dtype)
-            ok = live & (coin * p <= q)
+            ok = coin * p <= q
         else:
             acc = acc + q
             # float64 `/` rounds to nearest; float32's may not, div_rn does.
             limit = acc / divisor if WIDE else tl.math.div_rn(acc, divisor)
-            ok = live & ((coin <= limit) | (q >= single))
+            ok = (coin <= limit) | (q >= single)
         chosen = tl.where(ok, child, chosen)
-        tried += live.to(tl.int64)
-        sibling = tl.load(sibling_ptr + base + child, mask=live & ~ok, other=-1)
-        child = tl.where(live & ~ok & (sibling >= 0) & (sibling < n), sibling, -1)
-    return chosen, tried
+        tokens = tl.where(slots == tried, token.to(tl.int64), tokens)  # [BLOCK_N]
+        tried += 1
+        sibling = tl.load(sibling_ptr + base + child, mask=~ok, other=-1)
+        child = tl.where(~ok & (sibling >= 0) & (sibling < n), sibling, -1)
+    return chosen, tried, tokens
 
 
 @triton.jit
-def _final_draw(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, coin, vocab,
-                HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr):  # fmt: skip
-    """Inverse CDF of the final row: its total, then the first running sum above
-    ``coin * total``; else the last positive index, else ``vocab - 1``."""
-    total = (start * 0).to(tl.float64)
-    for first in range(0, vocab, BLOCK_V):
-        index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
-        mass = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
-                           index, vocab, HAS_DRAFT, WIDE)  # fmt: skip
-        total += tl.sum(mass, axis=0)
+def _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin, num_blocks, vocab,
+            HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
+            MAX_BLOCKS: tl.constexpr):  # fmt: skip
+    """Inverse CDF from the block sums and the running sums at the blocks' ends: one block
+    is scanned again, the only one whose entries are needed.
+
+    The first block whose end exceeds ``coin * total`` gives its first index whose running
+    sum exceeds the target (its last positive one if rounding left none). With no such block,
+    the last block with mass gives its last positive index: the row's. Else ``vocab - 1``.
+    A block has mass exactly when its sum is positive: a float64 sum of positive entries is.
+    """
     target = coin * total
-    carry = (start * 0).to(tl.float64)
-    found = start * 0 + vocab
-    last_positive = found * 0 - 1
-    for first in range(0, vocab, BLOCK_V):
-        index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
-        mass = _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected,
-                           index, vocab, HAS_DRAFT, WIDE)  # fmt: skip
-        running = carry + tl.cumsum(mass, axis=0)  # [BLOCK_V]
-        hit = (mass > 0) & (running > target)
-        found = tl.minimum(found, tl.min(tl.where(hit, index, vocab), axis=0))
-        last_positive = tl.maximum(last_positive, tl.max(tl.where(mass > 0, index, -1), axis=0))
-        carry += tl.sum(mass, axis=0)
-    fallback = tl.where(last_positive >= 0, last_positive, vocab - 1)
-    return tl.where(found < vocab, found, fallback)
+    blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS]
+    inside = blocks < num_blocks
+    crossing = tl.min(tl.where(inside & (ends > target), blocks, MAX_BLOCKS), axis=0)
+    heavy = tl.max(tl.where(inside & (sums > 0), blocks, -1), axis=0)
+    crosses = crossing < num_blocks
+    block = tl.where(crosses, crossing, tl.maximum(heavy, 0))
+    before = tl.sum(tl.where(blocks == block - 1, ends, 0.0), axis=0)  # exact: one term
+    mass, index = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V, vocab,
+                              HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
+    running = before + tl.cumsum(mass.to(tl.float64), axis=0)  # [BLOCK_V]
+    found = tl.min(tl.where((mass > 0) & (running > target), index, vocab), axis=0)
+    final = tl.max(tl.where(mass > 0, index, -1), axis=0)
+    token = tl.where(crosses & (found < vocab), found, final)
+    return tl.where(token >= 0, token, vocab - 1)
 
 
 @triton.jit
-def _final_mass(q_ptr, p_ptr, tokens_ptr, sibling_ptr, base, start, head, rejected, index, vocab,
-                HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
-    """The positive part of ``relu(q - removed)`` at ``index``, as float64.
+def _final_mass(q_ptr, p_ptr, start, rejected, drop, first, vocab, HAS_DRAFT: tl.constexpr,
+                WIDE: tl.constexpr, BLOCK_V: tl.constexpr):  # fmt: skip
+    """The positive part of ``relu(q - removed)`` on the block at ``first`` (float32, or
+    float64 for ``WIDE``; sums take it in float64) and its indices.
 
-    Target-only: the first ``rejected`` children from ``head`` (the ones the walk tried, all
-    valid links) have their tokens set to 0; walking them again costs cached scalar loads
-    instead of a [BLOCK_V, N] comparison. With a draft: ``q - p`` after a rejection.
+    Target-only: the ``rejected`` tokens in ``drop`` are set to 0, by a block that holds one
+    (each taken from the vector by a reduction within a warp). With a draft: ``q - p`` after
+    a rejection.
     """
     dtype = tl.float64 if WIDE else tl.float32
+    index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
     inside = index < vocab
     row = tl.load(q_ptr + start + index, mask=inside, other=0.0).to(dtype)
     if HAS_DRAFT:
         sub = tl.load(p_ptr + start + index, mask=inside, other=0.0).to(dtype)
         row = tl.where(rejected > 0, row - sub, row)  # [BLOCK_V]
     else:
-        child = head
-        for _ in range(rejected):
-            row = tl.where(index == tl.load(tokens_ptr + base + child), 0.0, row)
-            child = tl.load(sibling_ptr + base + child)
-    return tl.where(inside & (row > 0), row.to(tl.float64), 0.0)
+        here = (drop >= first) & (drop < first + BLOCK_V)  # [BLOCK_N]
+        if tl.max(here.to(tl.int32), axis=0) > 0:
+            slots = tl.arange(0, drop.shape[0])  # [BLOCK_N]
+            for i in range(rejected):
+                token = tl.sum(tl.where(slots == i, drop, 0), axis=0)
+                row = tl.where(index == token, 0.0, row)
+    return tl.where(inside & (row > 0), row, 0.0), index

@@ -1,19 +1,22 @@
-"""Fused sampling verification: each request's walk and final draw in one Triton program.
+"""Fused sampling verification: each request's walk and final draw in one Triton launch.
 
 One launch per call, in the op ``eagle_fn::verify_sampling`` (registered and launched by
-``kernels._ops``, as every kernel is). The program walks the tree with scalar loads (the
-children's probabilities only), then reads the last accepted node's row twice: once for the
-total mass, once for the inverse CDF.
+``kernels._ops``, as every kernel is), plus the fill that zeroes the split layout's arrival
+counters. ``SPLIT``: several programs per request; each walks the tree and sums its chunks
+of the final row block by block, and the request's last program to arrive draws, rescanning
+only the block that holds ``coin * total`` (docs/sampling.md, "The fused kernel"). Otherwise
+one program per request does the same over its whole row. Either way the row is read once,
+plus one block.
 
 Exactness against :func:`eagle_fn.verify_sampling` (the torch function): ``accept_index`` and
 ``num_accepted`` are equal bit for bit on every input (the accumulator adds in the same order,
 in the same type, and divides with IEEE rounding). The final token is equal whenever the
 float64 running sums of the final row are exact (as for dyadic probabilities such as 0.25),
-because this kernel sums blocks in a tree and the torch function sums sequentially; otherwise
-they can differ only where a running sum ties ``coin * total`` within rounding. ``predicts``
-is then equal too, given ``retrieve_index = row * N + node`` (each program zeroes and writes
-its own request's slots). No product feeds a sum, so FMA fusion cannot change a rounding.
-
+because this kernel sums within blocks as a tree and the torch function sums sequentially;
+otherwise they can differ only where a running sum ties ``coin * total`` within rounding.
+``predicts`` is then equal too, given ``retrieve_index = row * N + node`` (each request's
+programs zero and write its own slots). No product feeds a sum, so FMA fusion cannot change a
+rounding.
 """
 
 from __future__ import annotations
@@ -32,7 +35,17 @@ from ._kernels_sampling import verify_sampling_kernel
 from ._ops import fused, kernel_core, launch, power_of_2, register_op
 from .greedy import empty_verdict
 
-BLOCK_V = 1024  # vocabulary entries per step of the final row's two passes
+# Launch knobs, read at each call (not yet swept on a GPU).
+BLOCK_V = 4096  # vocabulary entries per block of the final row
+NUM_WARPS = 8
+# Several programs per request (the last to finish draws), so that a small batch still
+# spreads over the GPU: about PROGRAMS in all, at most one per chunk of BLOCKS_PER_PROGRAM
+# blocks, loaded at once (bs 32, V 128256: 512 programs, 32 float32 loads in flight a
+# thread; bs 256: 2 programs a request, 8 chunks each). False: one program per request
+# loops over its row's blocks.
+SPLIT = True
+BLOCKS_PER_PROGRAM = 2  # a power of 2
+PROGRAMS = 512
 
 
 def _sample(cfg: DraftConfig, verify_tree: VerifyTree, q: Tensor, *args: Any) -> GreedyVerdict:
@@ -69,20 +82,47 @@ def _verify_sampling(
     bs, n = retrieve_index.shape
     vocab = target_probs.shape[1]
     accept_index, num_accepted, predicts = empty_verdict(retrieve_index, draft_tokens, num_steps)
+    block = min(BLOCK_V, power_of_2(vocab))
+    num_blocks = -(-vocab // block)
+    per_program = min(BLOCKS_PER_PROGRAM, power_of_2(num_blocks)) if SPLIT else 1
+    parts, chunks = _parts(bs, -(-num_blocks // per_program)) if SPLIT else (1, 1)
+    max_blocks = power_of_2(num_blocks)
+    sums, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
     launch(
-        verify_sampling_kernel, bs,
+        verify_sampling_kernel, bs * parts,
         draft_tokens.contiguous(), retrieve_index.contiguous(), next_token.contiguous(),
         next_sibling.contiguous(), target_probs.contiguous(), draft_probs.contiguous(),
         uniforms.contiguous(), final_uniforms.contiguous(),
-        accept_index, num_accepted, predicts,
-        n, vocab, num_steps, bs * n, threshold_single, threshold_acc,
+        accept_index, num_accepted, predicts, sums, arrivals,
+        n, vocab, num_steps, bs * n, parts, chunks, threshold_single, threshold_acc,
         HAS_DRAFT=has_draft,
         WIDE=compute_dtype(target_probs.dtype) == torch.float64,
+        SPLIT=SPLIT,
         BLOCK_N=power_of_2(n),
-        BLOCK_V=min(BLOCK_V, power_of_2(vocab)),
-        num_warps=4,
+        BLOCK_V=block,
+        MAX_BLOCKS=max_blocks,
+        PER_PROGRAM=per_program,
+        num_warps=NUM_WARPS,
     )  # fmt: skip
     return accept_index, num_accepted, predicts
+
+
+def _parts(bs: Any, num_chunks: int) -> tuple[Any, Any]:
+    """Programs per request and chunks per program for about ``PROGRAMS`` programs in all.
+    ``torch.sym_*``: a traced ``bs`` stays symbolic, with no guard on its value."""
+    parts = torch.sym_max(1, torch.sym_min(num_chunks, -(-PROGRAMS // torch.sym_max(bs, 1))))
+    return parts, -(-num_chunks // parts)
+
+
+def _scratch(like: Tensor, max_blocks: int, split: bool) -> tuple[Tensor, Tensor]:
+    """A split launch's block sums and arrival counters; unread placeholders otherwise. Only
+    the counters must start at 0: the one fill."""
+    if not split:
+        return like.new_empty(1, dtype=torch.float64), like.new_empty(1, dtype=torch.int32)
+    return (
+        like.new_empty(like.shape[0], max_blocks, dtype=torch.float64),  # [bs, MAX_BLOCKS]
+        like.new_zeros(like.shape[0], dtype=torch.int32),  # [bs]
+    )
 
 
 VERIFY_SAMPLING = register_op("verify_sampling", _verify_sampling, verify_sampling_kernel)
