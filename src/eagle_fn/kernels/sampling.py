@@ -32,7 +32,7 @@ from ..probs import compute_dtype
 from ..sampling import THRESHOLD_ACC_FLOOR
 from ..types import GreedyVerdict, VerifyTree
 from ._kernels_sampling import verify_sampling_kernel
-from ._ops import fused, kernel_core, launch, power_of_2, register_op
+from ._ops import call, fused, kernel_core, launch, power_of_2, register_op
 from .greedy import empty_verdict
 
 # Launch knobs, read at each call (not yet swept on a GPU).
@@ -58,7 +58,8 @@ def _sample(cfg: DraftConfig, verify_tree: VerifyTree, q: Tensor, *args: Any) ->
     rows = q.reshape(bs * n, vocab)  # [bs * N, V]
     draft = rows if p is None else p.reshape(bs * n, vocab)  # [bs * N, V] unread without p
     links = (vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
-    accept_index, num_accepted, predicts = VERIFY_SAMPLING(
+    accept_index, num_accepted, predicts = call(
+        VERIFY_SAMPLING,
         vt.draft_tokens, *links, rows, draft, uniforms, final_uniforms, cfg.num_steps,
         float(single), max(float(acc), THRESHOLD_ACC_FLOOR), p is not None,
     )  # fmt: skip
