@@ -6,12 +6,12 @@
 # Made for a machine with one GPU, torch, triton, pytest, hypothesis and pytest-benchmark
 # already installed, no network and nothing to install: it runs the source tree
 # (PYTHONPATH=src) and needs no matplotlib. Every step has a time limit, and a step that fails
-# or runs out of time does not stop the next. At most 8.2 minutes; the first H200 run
+# or runs out of time does not stop the next. At most 8.5 minutes; the first H200 run
 # (2026-11-30) took 5. Writes under $OUT (a new temporary folder when unset), 8 files:
 #   summary.txt         the versions, the GPU, and each step's exit status and seconds
 #   tests.log           pytest on the suite (CUDA and kernel tests first), then bench/test_gpu.py
 #   demo.log            python -m eagle_fn --device cuda
-#   bench.log           the compact benchmark run on CUDA
+#   bench.log           the compact benchmark run on CUDA, then bench/sweep_sampling.py
 #   bench_cuda.json     its --benchmark-json
 #   render.log          bench/report.py's output
 #   benchmarks_cuda.md  the rendered CUDA section alone
@@ -65,12 +65,12 @@ PARALLEL=()
 GPU_TESTS="cuda or kernel or triton or compile"
 step tests_gpu tests.log 150 "$PY" -m pytest tests -q -p no:cacheprovider "${PARALLEL[@]}" \
     -rfE --durations=15 -k "$GPU_TESTS"
-step tests_rest tests.log 90 "$PY" -m pytest tests -q -p no:cacheprovider "${PARALLEL[@]}" \
+step tests_rest tests.log 70 "$PY" -m pytest tests -q -p no:cacheprovider "${PARALLEL[@]}" \
     -rfE --durations=15 -k "not ($GPU_TESTS)"
 step bench_checks tests.log 20 "$PY" -m pytest bench/test_gpu.py -q -p no:cacheprovider
 
 # The README's demo on the GPU: every section, the cost table with kernels per call.
-step demo demo.log 60 "$PY" -m eagle_fn --device cuda
+step demo demo.log 50 "$PY" -m eagle_fn --device cuda
 
 # (b) The compact benchmark run on CUDA, its modules in the order the issues' targets need
 # them (a run cut short by its limit still has the kernel rows). bench_compile_options.py
@@ -85,6 +85,9 @@ step bench bench.log 150 "$PY" -m pytest bench/bench_tree.py bench/bench_verify.
 cp docs/benchmarks.md "$OUT/benchmarks.md"
 step render render.log 20 "$PY" bench/report.py --device cuda --from-json "$OUT/bench_cuda.json" \
     --markdown "$OUT/benchmarks.md" --section-out "$OUT/benchmarks_cuda.md"
+
+# (d) The fused sampling kernel's launch shapes, appended to bench.log (least needed: last).
+step sweep bench.log 50 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
 
 tail -n 3 "$OUT/tests.log" "$OUT/demo.log" "$OUT/bench.log" >>"$SUMMARY" 2>&1
 cat "$SUMMARY"

@@ -1,0 +1,63 @@
+"""The fused sampling kernel's launch shapes on a GPU: replay time, equality, repeatability.
+
+Run from the repository root on a CUDA machine (``bench/gpu_check.sh`` does)::
+
+    PYTHONPATH=src:bench python bench/sweep_sampling.py
+
+For each vocabulary of ``bench_sampling.py`` and each launch shape (split or single program
+per request, blocks per program, programs, block width, warps) it prints the CUDA-graph
+replay µs, whether the tokens equal the torch function's on the bench's inputs (smooth rows:
+a False can be a rounding tie at a block boundary, not a bug) and whether 20 repeated calls
+agree with the first (a race between a row's programs would break that).
+"""
+
+from __future__ import annotations
+
+import torch
+
+import eagle_fn
+from bench_sampling import VOCABS, sampling_inputs
+from cases import TREE_TARGET
+from eagle_fn.kernels import sampling as kernel
+from gpu import graph_replay_us
+
+# SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS
+SHAPES = [
+    (False, 1, 1, 4096, 8),
+    (True, 2, 512, 4096, 8),
+    (True, 1, 1024, 4096, 8),
+    (True, 4, 256, 4096, 8),
+    (True, 2, 512, 4096, 4),
+    (True, 2, 1024, 2048, 8),
+]
+REPEATS = 20
+
+
+def main() -> None:
+    device = torch.device("cuda")
+    default = (kernel.SPLIT, kernel.BLOCKS_PER_PROGRAM, kernel.PROGRAMS, kernel.BLOCK_V,
+               kernel.NUM_WARPS)  # fmt: skip
+    print("| V | split | blocks/program | programs | BLOCK_V | warps | replay µs | equal | stable")
+    print("|---|---|---|---|---|---|---|---|---")
+    for vocab in VOCABS:
+        args = (TREE_TARGET.config, *sampling_inputs(TREE_TARGET, vocab, device))
+        want = eagle_fn.verify_sampling(*args)
+        for shape in SHAPES:
+            (kernel.SPLIT, kernel.BLOCKS_PER_PROGRAM, kernel.PROGRAMS, kernel.BLOCK_V,
+             kernel.NUM_WARPS) = shape  # fmt: skip
+            got = kernel.verify_sampling(*args)
+            equal = all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+            stable = all(
+                torch.equal(a, b)
+                for _ in range(REPEATS)
+                for a, b in zip(kernel.verify_sampling(*args), got, strict=True)
+            )
+            us = graph_replay_us(kernel.verify_sampling, args)
+            cells = " | ".join(str(x) for x in shape)
+            print(f"| {vocab} | {cells} | {us:.2f} | {equal} | {stable}", flush=True)
+    (kernel.SPLIT, kernel.BLOCKS_PER_PROGRAM, kernel.PROGRAMS, kernel.BLOCK_V,
+     kernel.NUM_WARPS) = default  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
