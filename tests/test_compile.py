@@ -110,6 +110,20 @@ def test_build_verify_compiles_once_per_mask_mode(compiled_env, cfg, device):
     assert_no_graph_breaks()
 
 
+def test_an_empty_batch_runs_eagerly(compiled_env, device):
+    # torch 2.11's inductor launches its CUDA kernels for an empty unbacked batch with a
+    # grid computation that divides by zero: compiled paths call the eager function at bs 0.
+    cfg = DraftConfig(4, 3, 8)
+    worker = DraftOrganizer(cfg, max_bs=MAX_BS, device=device, backend="torch")
+    gen = torch.Generator().manual_seed(5)
+    for bs, expected_graphs in [(0, 0), (2, 1), (0, 1)]:
+        tree = on(organize_tree(cfg, *draft_lists(cfg, bs, gen)), device)
+        rows = torch.zeros(bs, dtype=torch.int64, device=device)
+        got = worker.build_verify(tree, rows, rows)
+        assert_verify_equal(got, build_verify_tree(cfg, tree, rows, rows))
+        assert graphs() == expected_graphs, bs
+
+
 def test_greedy_verification_and_validity_compile_as_full_graphs(compiled_env, device):
     cfg = DraftConfig(4, 3, 8)
     # The contracts' batch dims, as the worker derives them for its own paths.

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import importlib
 import inspect
 import os
@@ -91,8 +92,9 @@ def compile_fn(
     """``fn`` compiled as one full graph with the given dynamic arguments, or ``fn`` itself.
 
     Arguments not in ``shapes`` are static; batch sizes are unbacked (``dynamic=True`` would
-    specialize 0 and 1). Each compile has its own recompile budget; no global dynamo or
-    inductor setting changes and no caller's tensor is written (docs/design.md).
+    specialize 0 and 1), and an empty batch calls ``fn`` itself (:func:`_eager_when_empty`).
+    Each compile has its own recompile budget; no global dynamo or inductor setting changes
+    and no caller's tensor is written (docs/design.md).
 
     Args:
         fn: the pure function to compile.
@@ -111,14 +113,41 @@ def compile_fn(
     features = torch_features() if features is None else features
     how = _how(backend, _INDUCTOR_OPTIONS if options is None else options)
     if features.spec_keyword is not None:
-        return compile_with_spec(fn, shapes, features, how)
+        return _eager_when_empty(fn, compile_with_spec(fn, shapes, features, how), shapes)
     if features.mark_unbacked:
-        return compile_with_marks(fn, shapes, how)
+        return _eager_when_empty(fn, compile_with_marks(fn, shapes, how), shapes)
     raise RuntimeError(
         "this torch offers neither a shapes spec (torch.fx.experimental.dynamic_spec) nor "
         "torch._dynamo.decorators.mark_unbacked(shape_id=...); compile with "
         f"{ENV_VAR}=0 or upgrade torch (eagle_fn needs torch>=2.11)"
     )
+
+
+def _eager_when_empty(
+    fn: Callable[..., Any], compiled: Callable[..., Any], shapes: Mapping[str, DynamicArg]
+) -> Callable[..., Any]:
+    """``compiled``, except that a call whose first batch argument has no rows runs ``fn``.
+
+    On CUDA, torch 2.11's inductor launches its own kernels for an empty unbacked batch with
+    a grid computation that divides by zero (seen on an H200, 2026-11-30); an empty batch
+    has nothing to fuse, so every device takes the eager call. The check reads a shape: no
+    host sync. Inside a caller's torch.compile region the compiled call is traced as it is.
+    """
+    batches = [(name, arg) for name, arg in shapes.items() if isinstance(arg, Batch)]
+    if not batches:
+        return compiled
+    name, batch = batches[0]
+    position = list(inspect.signature(fn).parameters).index(name)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        value = args[position] if position < len(args) else kwargs[name]
+        rows = value[0] if batch.length is not None else value  # a list: its first step
+        if rows.shape[0] == 0 and not torch.compiler.is_compiling():
+            return fn(*args, **kwargs)
+        return compiled(*args, **kwargs)
+
+    return call
 
 
 def _check_shapes(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]) -> None:
