@@ -55,18 +55,20 @@ EOF
 
 # (a) The test suite on the GPU machine, then the CUDA checks of the benchmark's own measuring
 # code (a separate run: tests/ and bench/ each have a conftest.py, and one pytest process
-# cannot import both). The suite in two steps, on 14 processes where pytest-xdist is installed: first every
-# CUDA-parametrized test and the kernel tests (which compile one Triton kernel per shape
-# variant for real), then the rest. pytest-timeout, where installed, fails one stuck test
-# with its traceback instead of letting the step's limit hide which one it was.
+# cannot import both). The suite in two steps, on 14 processes where pytest-xdist is
+# installed: first every CUDA-parametrized test and the kernel tests (which compile one
+# Triton kernel per shape variant for real), then the rest but the tests marked compiled
+# (CPU inductor compiles, a minute each on that host; CI runs them). pytest-timeout, where
+# installed, fails one stuck test with its traceback instead of letting the step's limit
+# hide which one it was; -v names every finished test, so the unfinished ones can be listed.
 PARALLEL=()
 "$PY" -c "import xdist" 2>/dev/null && PARALLEL+=(-n 14)
 "$PY" -c "import pytest_timeout" 2>/dev/null && PARALLEL+=(--timeout=120)
-GPU_TESTS="cuda or kernel or triton or compile"
-step tests_gpu tests.log 150 "$PY" -m pytest tests -q -p no:cacheprovider "${PARALLEL[@]}" \
+GPU_TESTS="cuda or kernel or triton"
+step tests_gpu tests.log 150 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
     -rfE --durations=15 -k "$GPU_TESTS"
-step tests_rest tests.log 70 "$PY" -m pytest tests -q -p no:cacheprovider "${PARALLEL[@]}" \
-    -rfE --durations=15 -k "not ($GPU_TESTS)"
+step tests_rest tests.log 70 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
+    -rfE --durations=15 -k "not ($GPU_TESTS)" -m "not compiled"
 step bench_checks tests.log 20 "$PY" -m pytest bench/test_gpu.py -q -p no:cacheprovider
 
 # The README's demo on the GPU: every section, the cost table with kernels per call.
