@@ -51,7 +51,8 @@ def order_key(key, WIDE: tl.constexpr):
     zero = tl.zeros_like(bits)
     bits = tl.where((bits << 1) == zero, zero, bits)  # [...] -0.0 -> +0.0
     sign = (bits >> top) != zero
-    return tl.where(sign, ~bits, bits | ((zero + 1) << top))
+    # `bits ^ (zero - 1)` is `~bits`, which Triton 3.6's interpreter cannot apply to uints.
+    return tl.where(sign, bits ^ (zero - 1), bits | ((zero + 1) << top))
 
 
 @triton.jit
