@@ -92,9 +92,8 @@ def compile_fn(
     """``fn`` compiled as one full graph with the given dynamic arguments, or ``fn`` itself.
 
     Arguments not in ``shapes`` are static; batch sizes are unbacked (``dynamic=True`` would
-    specialize 0 and 1), and an empty batch calls ``fn`` itself (:func:`_eager_when_empty`).
-    Each compile has its own recompile budget; no global dynamo or inductor setting changes
-    and no caller's tensor is written (docs/design.md).
+    specialize 0 and 1), an empty batch calls ``fn`` itself (:func:`_eager_when_empty`). No
+    global dynamo or inductor setting changes and no caller's tensor is written.
 
     Args:
         fn: the pure function to compile.

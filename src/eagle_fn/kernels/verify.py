@@ -61,17 +61,11 @@ def _verify_build(
     next_sibling = top_scores_index.new_empty(bs, n)  # [bs, N]
     mask = _empty_mask(top_scores_index, bs, n, mask_mode, total)
     bits = mask.view(_SIGNED.get(mask.dtype, mask.dtype))  # same memory, a type Triton takes
-    block = power_of_2(n)
-    # The kernel writes packed QLEN rows of whole 4-cell words as int32 words.
-    words = mask_mode == QLEN and block <= PACKED_N and n % 4 == 0
+    block, rows, warps, words = _launch_shape(n, mask_mode)
     width = parent_list.shape[1]
     # A one-step draft has no parent table; its loads are masked off, but the kernel still
     # takes a pointer, so it gets one that points at real memory.
     parents = parent_list.contiguous() if width > 0 else top_scores_index
-    rows = min(block, max(1, TILE // block))
-    # Packed trees are light (one tile, no per-row walks): one warp keeps the reductions and
-    # register gathers inside it, with no barriers and no work copied across warps.
-    warps = 1 if block <= PACKED_N or block * rows <= 1024 else 4
     launch(
         verify_build_kernel, bs,
         parents, top_scores_index.contiguous(), draft_tokens.contiguous(),
@@ -85,6 +79,18 @@ def _verify_build(
         WORDS=words,
     )  # fmt: skip
     return tokens, positions, mask, index, next_token, next_sibling
+
+
+def _launch_shape(n: int, mask_mode: int) -> tuple[int, int, int, bool]:
+    """``BLOCK_N``, ``ROWS``, ``num_warps`` and ``WORDS`` of an ``n``-node build."""
+    block = power_of_2(n)
+    rows = min(block, max(1, TILE // block))
+    # Packed trees are light (one tile, no per-row walks): one warp keeps the reductions and
+    # register gathers inside it, with no barriers and no work copied across warps.
+    warps = 1 if block <= PACKED_N or block * rows <= 1024 else 4
+    # The kernel writes packed QLEN rows of whole 4-cell words as int32 words.
+    words = mask_mode == QLEN and block <= PACKED_N and n % 4 == 0
+    return block, rows, warps, words
 
 
 def _empty_mask(like: Tensor, bs: Any, n: int, mode: int, total: int) -> Tensor:
