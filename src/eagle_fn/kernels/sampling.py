@@ -1,7 +1,7 @@
 """Fused sampling verification: each request's walk and final draw in one Triton launch.
 
-One launch per call, in the op ``eagle_fn::verify_sampling`` (registered and launched by
-``kernels._ops``, as every kernel is), plus the fill that zeroes the split layout's arrival
+One kernel launch per call, in the op ``eagle_fn::verify_sampling`` (registered and launched
+by ``kernels._ops``, as every kernel is), plus the fill that zeroes the split layout's arrival
 counters. ``SPLIT``: several programs per request; each walks the tree and sums its chunks
 of the final row block by block, and the request's last program to arrive draws, rescanning
 only the block that holds ``coin * total`` (docs/sampling.md, "The fused kernel"). Otherwise
@@ -35,7 +35,7 @@ from ._kernels_sampling import verify_sampling_kernel
 from ._ops import call, fused, kernel_core, launch, power_of_2, register_op
 from .greedy import empty_verdict
 
-# Launch knobs, read at each call (not yet swept on a GPU).
+# Launch knobs, read at each call; bench/sweep_sampling.py times them (docs/performance.md).
 BLOCK_V = 4096  # vocabulary entries per block of the final row
 NUM_WARPS = 8
 # Several programs per request (the last to finish draws), so that a small batch still
