@@ -1,4 +1,4 @@
-"""The contracts' fast predicate agrees with their checks, also when it answers from memory."""
+"""Calling a contract agrees with its full check, also when it answers from memory."""
 
 import pytest
 import torch
@@ -15,9 +15,18 @@ DTYPES = [torch.int64, torch.int32, torch.float32, torch.float16, torch.bfloat16
 
 
 def passes(contract_, cfg, *values, device=None):
-    """Whether ``check`` accepts the call (the ground truth ``fits`` must not overstate)."""
+    """Whether ``check`` accepts the call (the ground truth the remembered calls must match)."""
     try:
         contract_.check(cfg, *values, device=device, device_label="the caller")
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def fits(contract_, cfg, *values, device=None):
+    """Whether calling the contract, which may answer from memory, accepts the call."""
+    try:
+        contract_(cfg, *values, device=device, device_label="the caller")
     except (TypeError, ValueError):
         return False
     return True
@@ -36,40 +45,40 @@ call = st.tuples(
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(call, min_size=1, max_size=8))
-def test_fits_is_true_exactly_where_check_passes(calls):
+def test_a_call_passes_exactly_where_check_passes(calls):
     # A sequence of calls: each one after the first may be answered from the earlier ones.
     for bs, p_bs, width, index_dtype, p_dtype, device, p_meta in calls:
         topk_index = torch.zeros(bs, width, dtype=index_dtype)
         topk_p = torch.zeros(p_bs, width, dtype=p_dtype, device=META if p_meta else CPU)
-        fits = MULTILAYER.fits(CHAIN, topk_index, topk_p, device=device)
-        assert fits == passes(MULTILAYER, CHAIN, topk_index, topk_p, device=device)
+        called = fits(MULTILAYER, CHAIN, topk_index, topk_p, device=device)
+        assert called == passes(MULTILAYER, CHAIN, topk_index, topk_p, device=device)
         floats = (torch.float32, torch.float16, torch.bfloat16)
         exact = index_dtype == torch.int64 and p_dtype in floats and width == 3
         if exact and bs == p_bs and not p_meta and device in (None, CPU):
-            assert fits  # the oracle above is not vacuous: well-formed calls pass
+            assert called  # the oracle above is not vacuous: well-formed calls pass
 
 
 def test_a_repeated_signature_still_honours_the_device():
     topk_index, topk_p = torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3)
-    assert MULTILAYER.fits(CHAIN, topk_index, topk_p, device=CPU)
-    assert not MULTILAYER.fits(CHAIN, topk_index, topk_p, device=META)
-    assert MULTILAYER.fits(CHAIN, topk_index, topk_p)
-    assert MULTILAYER.fits(CHAIN, topk_index, topk_p, device=torch.device("cpu"))  # equal
+    assert fits(MULTILAYER, CHAIN, topk_index, topk_p, device=CPU)
+    assert not fits(MULTILAYER, CHAIN, topk_index, topk_p, device=META)
+    assert fits(MULTILAYER, CHAIN, topk_index, topk_p)
+    assert fits(MULTILAYER, CHAIN, topk_index, topk_p, device=torch.device("cpu"))  # equal
 
 
 def test_a_config_rule_fails_the_fast_path_and_names_itself():
     tree_cfg = DraftConfig(2, 3, 4)
     topk_index, topk_p = torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3)
-    assert not MULTILAYER.fits(tree_cfg, topk_index, topk_p)
+    assert not fits(MULTILAYER, tree_cfg, topk_index, topk_p)
     with pytest.raises(ValueError, match=r"needs a chain config \(topk == 1\), got topk = 2"):
         MULTILAYER.check(tree_cfg, topk_index, topk_p)
 
 
 def test_equal_configs_agree():
     topk_index, topk_p = torch.zeros(1, 3, dtype=torch.int64), torch.zeros(1, 3)
-    assert MULTILAYER.fits(CHAIN, topk_index, topk_p)
-    assert MULTILAYER.fits(DraftConfig.chain(3), topk_index, topk_p)
-    assert not MULTILAYER.fits(DraftConfig.chain(4), topk_index, topk_p)
+    assert fits(MULTILAYER, CHAIN, topk_index, topk_p)
+    assert fits(MULTILAYER, DraftConfig.chain(3), topk_index, topk_p)
+    assert not fits(MULTILAYER, DraftConfig.chain(4), topk_index, topk_p)
 
 
 def test_list_arguments_take_the_full_path():
@@ -77,36 +86,49 @@ def test_list_arguments_take_the_full_path():
     scores = [torch.zeros(3, 1, 2), torch.zeros(3, 2, 2)]
     tokens = [torch.zeros(3, 2, dtype=torch.int64), torch.zeros(3, 4, dtype=torch.int64)]
     parents = [torch.zeros(3, 3, dtype=torch.int64), torch.zeros(3, 2, dtype=torch.int64)]
-    assert ORGANIZE_TREE.fits(cfg, scores, tokens, parents)
-    assert ORGANIZE_TREE.fits(cfg, scores, tokens, parents)
-    assert not ORGANIZE_TREE.fits(cfg, scores, tokens, parents[:1])
-    assert not ORGANIZE_TREE.fits(cfg, scores, tokens, [parents[0], parents[0]])
+    assert fits(ORGANIZE_TREE, cfg, scores, tokens, parents)
+    assert fits(ORGANIZE_TREE, cfg, scores, tokens, parents)
+    assert not fits(ORGANIZE_TREE, cfg, scores, tokens, parents[:1])
+    assert not fits(ORGANIZE_TREE, cfg, scores, tokens, [parents[0], parents[0]])
 
 
 def test_mixed_float_dtypes_pass_both_tiers_alike():
     pair = contract("pair", config=False, p=Arg("[n]", "float"), q=Arg("[n]", "float"))
     p, q = torch.zeros(3), torch.zeros(3, dtype=torch.float16)
-    assert pair.fits(None, p, q)
+    assert fits(pair, None, p, q)
     pair.check(None, p, q)
-    assert not pair.fits(None, p, q.long())
+    assert not fits(pair, None, p, q.long())
 
 
 def test_a_tensor_subclass_is_remembered_apart():
     topk_index, topk_p = torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3)
-    assert MULTILAYER.fits(CHAIN, topk_index, topk_p)
-    assert MULTILAYER.fits(CHAIN, topk_index, torch.nn.Parameter(topk_p))  # still a Tensor
+    assert fits(MULTILAYER, CHAIN, topk_index, topk_p)
+    assert fits(MULTILAYER, CHAIN, topk_index, torch.nn.Parameter(topk_p))  # still a Tensor
 
     class Duck:  # the same attributes, not a tensor
         shape, dtype, device, layout = topk_p.shape, topk_p.dtype, topk_p.device, topk_p.layout
 
-    assert not MULTILAYER.fits(CHAIN, topk_index, Duck())
+    assert not fits(MULTILAYER, CHAIN, topk_index, Duck())
 
 
 def test_a_contract_without_config_binds_its_own_symbols():
     pair = contract("pair", config=False, a=Arg("[n, 2]"), b=Arg("[n]", "float"))
     a, b = torch.zeros(4, 2, dtype=torch.int64), torch.zeros(4)
-    assert pair.fits(None, a, b)
-    assert pair.fits(None, a, b)
-    assert not pair.fits(None, a, torch.zeros(5))
+    assert fits(pair, None, a, b)
+    assert fits(pair, None, a, b)
+    assert not fits(pair, None, a, torch.zeros(5))
     with pytest.raises(ValueError, match=r"pair: b must have shape \[n\] = \[4\], got \[5\]"):
         pair.check(None, a, torch.zeros(5))
+
+
+def test_a_remembered_signature_skips_the_full_check(monkeypatch):
+    pair = contract("pair", config=False, a=Arg("[n]"))
+    pair(None, torch.zeros(2, dtype=torch.int64))
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the full check ran again")
+
+    monkeypatch.setattr(type(pair), "check", fail)
+    pair(None, torch.ones(2, dtype=torch.int64))  # same signature: answered from memory
+    with pytest.raises(AssertionError, match="ran again"):
+        pair(None, torch.ones(3, dtype=torch.int64))  # a new shape: checked in full

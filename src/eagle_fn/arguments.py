@@ -49,8 +49,6 @@ def as_device(where: str, device: object) -> torch.device:
         resolved = torch.device(device)
     except RuntimeError as error:
         raise ValueError(f"{where}: device {device!r} is not a valid device: {error}") from None
-    if resolved.type == "cpu":
-        return torch.device("cpu")
     try:  # an empty tensor proves the device exists and reports its index
         return torch.empty(0, device=resolved).device
     except (RuntimeError, AssertionError) as error:

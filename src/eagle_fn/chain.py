@@ -161,19 +161,14 @@ def organize_chain(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
 
 def chain_args(constants: Any, topk_index: Any) -> tuple[ChainConstants, Tensor]:
     """:func:`organize_chain`'s arguments, checked, as :func:`chain_core` takes them."""
-    where = "organize_chain"
+    where, kind = "organize_chain", type(constants).__name__
     if type(constants) is not ChainConstants:
-        raise TypeError(
-            f"{where}: constants must be ChainConstants, got {type(constants).__name__}"
-        )
+        raise TypeError(f"{where}: constants must be ChainConstants, got {kind}")
     device = constants.parents.device
-    if not CHAIN.fits(constants.config, topk_index, device=device):
-        CHAIN.check(constants.config, topk_index, device=device, device_label="constants")
+    CHAIN(constants.config, topk_index, device=device, device_label="constants")
     if topk_index.shape[0] > constants.max_bs:
-        raise ValueError(
-            f"{where}: topk_index has bs = {topk_index.shape[0]} rows, more than "
-            f"constants.max_bs = {constants.max_bs}"
-        )
+        rows = f"bs = {topk_index.shape[0]} rows, more than constants.max_bs = {constants.max_bs}"
+        raise ValueError(f"{where}: topk_index has {rows}")
     return constants, topk_index
 
 

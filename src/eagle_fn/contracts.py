@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -30,6 +30,7 @@ SCORE_DTYPES = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.fl
 _SIGNATURE = operator.attrgetter("__class__", "shape", "dtype", "device", "layout")
 _REMEMBERED = 4096  # accepted signatures kept per contract (a bs range, a few dtypes)
 _FLOATS = "a floating-point tensor (float16, bfloat16, float32 or float64)"
+_DTYPES = {INT64: ("an int64 tensor", {torch.int64}), FLOAT: (_FLOATS, SCORE_DTYPES)}
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,29 @@ class Contract:
     args: tuple[tuple[str, Arg | Fields], ...]
     device_label: str | None = None  # names the device source in messages; default 1st tensor
     config: bool = True  # takes a DraftConfig first (else pass None: no config symbols)
-    rule: Callable[[DraftConfig], str] | None = None  # what a config breaks ("" if nothing)
+    chain_only: str | None = None  # why only a chain config fits ({topk} formatted), if so
     # The calls check accepted, as (cfg, device, *signatures), and the last one of them.
     _accepted: set[tuple[Any, ...]] = field(default_factory=set, init=False, repr=False)
     _last: list[tuple[Any, ...]] = field(default_factory=lambda: [()], init=False, repr=False)
+
+    def __call__(self, cfg: object, *values: Any, **site: Any) -> None:
+        """Validates a call: raises as :meth:`check` does, at the cost of a lookup for a call
+        with the signatures of one accepted before (check reads nothing else). Inside a
+        caller's ``torch.compile`` region it passes: the region's guards pin the shapes its
+        eager-checked first call had. ``site``: ``where=``, ``device=``, ``device_label=``."""
+        if is_compiling():
+            return
+        try:
+            flat = values if self._plain() else self._tensors(cfg, values, self.where)
+            key = (cfg, site.get("device"), *map(_SIGNATURE, flat))
+        except (AttributeError, TypeError, ValueError):  # check names what is wrong
+            key = ()
+        if key != self._last[0] and key not in self._accepted:
+            self.check(cfg, *values, **site)
+            if len(self._accepted) >= _REMEMBERED:
+                self._accepted.clear()
+            self._accepted.add(key)
+            self._last[0] = key
 
     def check(self, cfg: object, *values: object, where: str = "", **device: Any) -> None:
         """Raises ``TypeError``/``ValueError`` naming the first argument that breaks the contract.
@@ -76,46 +96,20 @@ class Contract:
         """
         where = where or self.where
         cfg = require_config(where, cfg) if self.config else None
-        if self.rule is not None and cfg is not None and (broken := self.rule(cfg)):
-            raise ValueError(f"{where}: {broken}")
-        env = symbols(cfg)
-        seen = device.get("device")
+        if self.chain_only and cfg is not None and not cfg.is_chain:
+            raise ValueError(f"{where}: {self.chain_only.format(topk=cfg.topk)}")
+        env, seen = symbols(cfg), device.get("device")
         label = device.get("device_label") or self.device_label
         for slot, value in zip(_slots(self, cfg), self._tensors(cfg, values, where), strict=True):
             tensor = require_tensor(where, slot.name, value)
             _check_shape(where, slot, tensor, env)
-            _check_dtype(where, slot, tensor)
-            if seen is None:
-                seen, label = tensor.device, label or slot.name
-            elif tensor.device != seen:
-                raise ValueError(
-                    f"{where}: {slot.name} is on {tensor.device}, expected {seen} "
-                    f"(the device of {label})"
-                )
-
-    def fits(self, cfg: object, *values: Any, device: torch.device | None = None) -> bool:
-        """The fast, non-raising predicate: True exactly where :meth:`check` passes.
-
-        :meth:`check` reads nothing of a tensor but its class, shape, dtype, device and
-        layout, so a call with the signatures of one it accepted is accepted: that lookup
-        is all a repeated call pays. Inside a caller's ``torch.compile`` region it is True:
-        the region's guards pin the shapes its eager-checked first call had.
-        """
-        if is_compiling():
-            return True
-        try:
-            flat = values if self._plain() else self._tensors(cfg, values, self.where)
-            key = (cfg, device, *map(_SIGNATURE, flat))
-            if key == self._last[0] or key in self._accepted:
-                return True
-            self.check(cfg, *values, device=device)
-        except (AttributeError, TypeError, ValueError):
-            return False
-        if len(self._accepted) >= _REMEMBERED:
-            self._accepted.clear()
-        self._accepted.add(key)
-        self._last[0] = key
-        return True
+            kind, dtypes = _DTYPES[slot.dtype]
+            if tensor.dtype not in dtypes:
+                raise TypeError(f"{where}: {slot.name} must be {kind}, got {tensor.dtype}")
+            seen, label = seen or tensor.device, label or slot.name
+            if tensor.device != seen:
+                expected = f"expected {seen} (the device of {label})"
+                raise ValueError(f"{where}: {slot.name} is on {tensor.device}, {expected}")
 
     @functools.cache  # noqa: B019 (contracts are module constants: nothing to free)
     def _plain(self) -> bool:
@@ -126,22 +120,18 @@ class Contract:
         """The tensor arguments in slot order, containers checked (their errors are exact)."""
         flat: list[Any] = []
         for (name, spec), value in zip(self.args, values, strict=True):
+            got = f"got {type(value).__name__}"
+            if isinstance(spec, Fields) and not isinstance(value, spec.type):
+                raise TypeError(f"{where}: {name} must be a {spec.type.__name__}, {got}")
             if isinstance(spec, Fields):
-                if not isinstance(value, spec.type):
-                    kind = type(value).__name__
-                    raise TypeError(f"{where}: {name} must be a {spec.type.__name__}, got {kind}")
                 flat += [getattr(value, field) for field, _ in spec.args]
             elif spec.later is None:
                 flat.append(value)
             elif not isinstance(value, (list, tuple)):
-                raise TypeError(
-                    f"{where}: {name} must be a list of num_steps = {cfg.num_steps} tensors, "
-                    f"got {type(value).__name__}"
-                )
+                raise TypeError(f"{where}: {name} must be a list of {_steps(cfg)} tensors, {got}")
             elif len(value) != cfg.num_steps:
                 raise ValueError(
-                    f"{where}: {name} must hold num_steps = {cfg.num_steps} tensors, "
-                    f"got {len(value)}"
+                    f"{where}: {name} must hold {_steps(cfg)} tensors, got {len(value)}"
                 )
             else:
                 flat += value
@@ -169,11 +159,11 @@ def contract(
     /,
     device_label: str | None = None,
     config: bool = True,
-    rule: Callable[[DraftConfig], str] | None = None,
+    chain_only: str | None = None,
     **args: Arg | Fields,
 ) -> Contract:
     """A :class:`Contract` from keyword arguments in checking order."""
-    return Contract(where, tuple(args.items()), device_label, config, rule)
+    return Contract(where, tuple(args.items()), device_label, config, chain_only)
 
 
 def fields(tuple_type: type, /, **args: Arg) -> Fields:
@@ -182,28 +172,28 @@ def fields(tuple_type: type, /, **args: Arg) -> Fields:
 
 def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -> None:
     """Checks ``tensor`` against the slot's shape (or any alternative); binds new symbols."""
-    shapes = slot.shape.split(" or ")
-    dims = shape_dims(slot.shape)
-    if len(shapes) == 1 and tensor.dim() != len(dims) and any(_unbound(d, env) for d in dims):
-        raise ValueError(
-            f"{where}: {slot.name} must have shape {slot.shape} (rank {len(dims)}), "
-            f"got shape {show(tensor.shape)}"
-        )
+    shapes, got = slot.shape.split(" or "), show(tensor.shape)
     for shape in shapes:
-        dims, trial = shape_dims(shape), dict(env)
-        if len(dims) != tensor.dim():
-            continue
-        trial.update((d, n) for d, n in zip(dims, tensor.shape, strict=True) if _unbound(d, trial))
+        dims, trial, lone = shape_dims(shape), dict(env), len(shapes) == 1
+        if lone and len(dims) != tensor.dim() and any(_unbound(d, env) for d in dims):
+            ranked = f"{shape} (rank {len(dims)})"
+            raise ValueError(f"{where}: {slot.name} must have shape {ranked}, got shape {got}")
+        pairs = zip(dims, tensor.shape, strict=False)  # a rank mismatch binds nothing kept
+        trial.update((d, n) for d, n in pairs if _unbound(d, trial))
         try:
             expected = tuple(_eval(d, trial) for d in dims)
         except NameError:  # a product with an unknown symbol: not this alternative
             continue
-        if tensor.shape == expected or len(shapes) == 1:  # a lone shape binds what it can
+        if tensor.shape == expected or lone:  # a lone shape binds what it can
             env.update(trial)
         if tensor.shape == expected:
             return
     wanted = " or ".join(f"{shape} = {_show(shape, env)}" for shape in shapes)
-    raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
+    raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {got}")
+
+
+def _steps(cfg: DraftConfig) -> str:
+    return f"num_steps = {cfg.num_steps}"
 
 
 def _unbound(dim: str, env: dict[str, int]) -> bool:
@@ -214,13 +204,6 @@ def _show(shape: str, env: dict[str, int]) -> str:
     """``shape`` with its known symbols evaluated: ``[bs, N, V]`` -> ``[2, 8, V]``."""
     dims = shape_dims(shape)
     return show([d if any(_unbound(w, env) for w in d.split()) else _eval(d, env) for d in dims])
-
-
-def _check_dtype(where: str, slot: _Slot, tensor: Tensor) -> None:
-    if slot.dtype == INT64 and tensor.dtype != torch.int64:
-        raise TypeError(f"{where}: {slot.name} must be an int64 tensor, got {tensor.dtype}")
-    if slot.dtype == FLOAT and tensor.dtype not in SCORE_DTYPES:
-        raise TypeError(f"{where}: {slot.name} must be {_FLOATS}, got {tensor.dtype}")
 
 
 @functools.lru_cache(maxsize=256)

@@ -14,7 +14,14 @@ from torch import Tensor
 from .arguments import require_int
 from .config import DraftConfig
 from .contracts import Arg, contract, fields
-from .types import DraftTree, MaskMode, VerifyTree, bitpacked_dtype
+from .types import (
+    BITPACKED_DTYPES,
+    DraftTree,
+    MaskMode,
+    VerifyTree,
+    bitpacked_dtype,
+    bitpacked_limit,
+)
 
 TREE = fields(
     DraftTree,
@@ -68,25 +75,36 @@ def build_verify_tree(
         >>> vt.tree_mask.view(4, 4).int().tolist()
         [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]]
     """
-    options = {"mask_mode": mask_mode, "seq_lens_sum": seq_lens_sum}
-    return verify_core(*verify_args(cfg, tree, bonus_tokens, seq_lens, **options))
+    options = verify_args(
+        cfg, tree, bonus_tokens, seq_lens, mask_mode=mask_mode, seq_lens_sum=seq_lens_sum
+    )
+    return verify_core(*options)
 
 
 def verify_args(
-    cfg: Any, tree: Any, bonus_tokens: Any, seq_lens: Any, **options: Any
+    cfg: Any,
+    tree: Any,
+    bonus_tokens: Any,
+    seq_lens: Any,
+    *,
+    mask_mode: object = MaskMode.QLEN,
+    seq_lens_sum: object = None,
+    where: str = BUILD_VERIFY.where,
+    device: torch.device | None = None,
+    device_label: str | None = None,
 ) -> tuple[Any, ...]:
-    """:func:`build_verify_tree`'s arguments, checked, as :func:`verify_core` takes them:
-    the tree's fields spread, and the FULL mask's length in place of ``seq_lens_sum``."""
-    mode = options.pop("mask_mode", MaskMode.QLEN)
-    seq_lens_sum = options.pop("seq_lens_sum", None)
-    where = options.get("where") or BUILD_VERIFY.where  # the rest are the check's keywords
-    if options.keys() - {"where", "device", "device_label"}:
-        raise TypeError(f"{where}: unexpected keyword arguments {sorted(options)}")
-    tensors = (cfg, tree, bonus_tokens, seq_lens)
-    if not BUILD_VERIFY.fits(*tensors, device=options.get("device")):
-        BUILD_VERIFY.check(*tensors, **options)
-    total = mask_length(where, cfg, seq_lens, mode, seq_lens_sum)
-    return cfg, *tree, bonus_tokens, seq_lens, mode, total
+    """:func:`build_verify_tree`'s arguments, checked, as :func:`verify_core` takes them: the
+    tree's fields spread, and the FULL mask's length in place of ``seq_lens_sum``. The last
+    three keywords are as in :meth:`~eagle_fn.contracts.Contract.check`."""
+    site = {"where": where, "device": device, "device_label": device_label}
+    BUILD_VERIFY(cfg, tree, bonus_tokens, seq_lens, **site)
+    n = cfg.num_draft_tokens
+    if type(mask_mode) is not MaskMode:
+        raise TypeError(f"{where}: mask_mode must be a MaskMode, got {type(mask_mode).__name__}")
+    if mask_mode is MaskMode.BITPACKED and n > max(BITPACKED_DTYPES):
+        raise ValueError(f"{where}: {bitpacked_limit(n)}")
+    total = full_mask_length(where, seq_lens, n, seq_lens_sum) if mask_mode is MaskMode.FULL else 0
+    return cfg, *tree, bonus_tokens, seq_lens, mask_mode, total
 
 
 def is_valid_tree(cfg: DraftConfig, tree: DraftTree) -> Tensor:
@@ -103,8 +121,7 @@ def is_valid_tree(cfg: DraftConfig, tree: DraftTree) -> Tensor:
         >>> is_valid_tree(cfg, DraftTree(parents, selected, selected)).tolist()
         [True, False]
     """
-    if not IS_VALID_TREE.fits(cfg, tree):
-        IS_VALID_TREE.check(cfg, tree)
+    IS_VALID_TREE(cfg, tree)
     return valid_tree_core(cfg, tree.parent_list, tree.top_scores_index)
 
 
@@ -267,22 +284,9 @@ def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
     return mask.index_put((cell.flatten(),), visible.flatten())[:total]
 
 
-def mask_length(
-    where: str, cfg: DraftConfig, seq_lens: Tensor, mode: object, seq_lens_sum: object
-) -> int:
-    """The FULL mask's length, ``N * sum(seq_lens) + bs * N * N`` (0 for the other layouts),
-    once ``mode`` is known to be a layout that ``cfg`` fits."""
-    if type(mode) is not MaskMode:
-        raise TypeError(f"{where}: mask_mode must be a MaskMode, got {type(mode).__name__}")
-    if mode is MaskMode.BITPACKED:
-        try:
-            bitpacked_dtype(cfg.num_draft_tokens)
-        except ValueError as error:
-            raise ValueError(f"{where}: {error}") from None
-    if mode is not MaskMode.FULL:
-        return 0
+def full_mask_length(where: str, seq_lens: Tensor, n: int, seq_lens_sum: object) -> int:
+    """The FULL mask's length, ``N * sum(seq_lens) + bs * N * N``."""
     if seq_lens_sum is None:
         seq_lens_sum = int(seq_lens.sum())  # the one host sync, avoidable by passing it
     total = require_int(where, "seq_lens_sum", seq_lens_sum, 0)
-    n = cfg.num_draft_tokens
     return n * total + seq_lens.shape[0] * n * n

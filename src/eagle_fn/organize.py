@@ -20,19 +20,10 @@ ORGANIZE_TREE = contract(
 )
 
 
-def _needs_chain(cfg: DraftConfig) -> str:
-    """The multi-layer layout holds one token per step: only a chain config has that."""
-    if cfg.is_chain:
-        return ""
-    return (
-        "the multi-layer layout has one token per step and needs a chain config "
-        f"(topk == 1), got topk = {cfg.topk}"
-    )
-
-
 MULTILAYER = contract(
     "organize_multilayer",
-    rule=_needs_chain,
+    chain_only="the multi-layer layout has one token per step and needs a chain config "
+    "(topk == 1), got topk = {topk}",
     topk_index=Arg("[bs, num_steps]"),
     topk_p=Arg("[bs, num_steps]", FLOAT),
 )
@@ -78,8 +69,7 @@ def organize_tree(
 def tree_args(cfg: Any, *lists: Any, **where: Any) -> tuple[Any, ...]:
     """:func:`organize_tree`'s arguments, checked, as :func:`tree_core` takes them; ``where=``,
     ``device=`` and ``device_label=`` as in :meth:`~eagle_fn.contracts.Contract.check`."""
-    if not ORGANIZE_TREE.fits(cfg, *lists, device=where.get("device")):
-        ORGANIZE_TREE.check(cfg, *lists, **where)
+    ORGANIZE_TREE(cfg, *lists, **where)
     return cfg, *lists
 
 
@@ -111,8 +101,7 @@ def organize_multilayer(cfg: DraftConfig, topk_p: Tensor, topk_index: Tensor) ->
 def multilayer_args(cfg: Any, topk_p: Any, topk_index: Any, **where: Any) -> tuple[Any, ...]:
     """:func:`organize_multilayer`'s arguments, checked, as :func:`multilayer_core` takes
     them; ``where=``, ``device=`` and ``device_label=`` as in :func:`tree_args`."""
-    if not MULTILAYER.fits(cfg, topk_index, topk_p, device=where.get("device")):
-        MULTILAYER.check(cfg, topk_index, topk_p, **where)
+    MULTILAYER(cfg, topk_index, topk_p, **where)
     return cfg, topk_p, topk_index
 
 

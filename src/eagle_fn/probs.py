@@ -168,8 +168,7 @@ def _check_logits(logits: Any, temperature: Any, top_k: Any, top_p: Any) -> int:
     """Checks the inputs of target_probs_from_logits; returns the rows per request."""
     contract = LOGITS[top_k is not None, top_p is not None]
     values = [v for v in (temperature, logits, top_k, top_p) if v is not None]
-    if not contract.fits(None, *values):
-        contract.check(None, *values)
+    contract(None, *values)
     bs, shape = temperature.shape[0], logits.shape
     if (len(shape) == 2 and (shape[0] % bs if bs else shape[0])) or shape[-1] < 1:
         raise ValueError(

@@ -30,18 +30,13 @@ SAMPLING = contract(
 )
 
 
-def _draft_needs_chain(cfg: DraftConfig) -> str:
-    if cfg.is_chain:
-        return ""
-    return (
-        "draft_probs is only defined for chains (topk == 1): rejection sampling against one "
-        "draft distribution per node cannot weigh sibling drafts; this config has "
-        f"topk = {cfg.topk}, verify it target-only (draft_probs=None)"
-    )
-
-
+_ONE_DRAFT_PER_NODE = (
+    "draft_probs is only defined for chains (topk == 1): rejection sampling against one "
+    "draft distribution per node cannot weigh sibling drafts; this config has "
+    "topk = {topk}, verify it target-only (draft_probs=None)"
+)
 SAMPLING_DRAFT = Contract(
-    "verify_sampling", (*SAMPLING.args, ("draft_probs", _PROBS)), rule=_draft_needs_chain
+    "verify_sampling", (*SAMPLING.args, ("draft_probs", _PROBS)), chain_only=_ONE_DRAFT_PER_NODE
 )
 
 
@@ -276,8 +271,7 @@ def sampling_args(
         raise TypeError(f"{where}: unexpected keyword arguments {sorted(options)}")
     contract = SAMPLING if draft_probs is None else SAMPLING_DRAFT
     values = (vt, target_probs, uniforms, final_uniforms, draft_probs)[: len(contract.args)]
-    if not contract.fits(cfg, *values):
-        contract.check(cfg, *values)
+    contract(cfg, *values)
     if target_probs.shape[-1] < 1:
         raise ValueError(f"{where}: target_probs must have V >= 1 columns, got 0")
     for name, value in zip(("threshold_single", "threshold_acc"), thresholds, strict=True):

@@ -143,10 +143,10 @@ def select_args(
         raise ValueError(
             f"{where}: scores (the previous DraftStep.scores) is required at step {step}"
         )
-    if step == 0 and not SELECT_FIRST.fits(cfg, topk_p, topk_index):
-        SELECT_FIRST.check(cfg, topk_p, topk_index)
-    if step > 0 and not SELECT_NEXT.fits(cfg, scores, topk_p, topk_index):
-        SELECT_NEXT.check(cfg, scores, topk_p, topk_index)
+    if step == 0:
+        SELECT_FIRST(cfg, topk_p, topk_index)
+    else:
+        SELECT_NEXT(cfg, scores, topk_p, topk_index)
     return cfg, step, topk_p, topk_index, scores
 
 

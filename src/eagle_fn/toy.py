@@ -11,7 +11,7 @@ from torch import Tensor
 
 from .arguments import require_config, require_int, show
 from .config import DraftConfig
-from .contracts import Arg, contract
+from .contracts import FLOAT, Arg, contract
 from .probs import draw_uniforms, target_probs_from_logits
 from .sampling import verify_sampling
 from .toy_draft import draft_tree, sampled_chain
@@ -22,6 +22,9 @@ from .worker import DraftOrganizer
 # The prompts of every generate function: a context per request, on the models' device.
 PROMPTS = contract(
     "generate", config=False, device_label="the models", prompts=Arg("[bs, context]")
+)
+TEMPERATURES = contract(
+    "generate", config=False, prompts=Arg("[bs, context]"), temperature=Arg("[bs]", FLOAT)
 )
 
 
@@ -257,15 +260,8 @@ def _check_speculative(
 
 def _temperatures(where: str, temperature: object, prompts: Tensor) -> Tensor:
     """Per-request temperatures ``[bs]`` from a float or a ``[bs]`` tensor."""
-    bs = prompts.shape[0]
     if isinstance(temperature, Tensor):
-        if temperature.shape != (bs,):
-            got = show(temperature.shape)
-            raise ValueError(f"{where}: temperature must have shape [bs] = [{bs}], got {got}")
-        if not temperature.is_floating_point():
-            raise TypeError(f"{where}: temperature must be a float tensor, got {temperature.dtype}")
-        if temperature.device != prompts.device:
-            raise ValueError(f"{where}: temperature is on {temperature.device}, not the prompts'")
+        TEMPERATURES(None, prompts, temperature, where=where)
         return temperature
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool):
         raise TypeError(
@@ -274,4 +270,4 @@ def _temperatures(where: str, temperature: object, prompts: Tensor) -> Tensor:
         )
     if not temperature >= 0 or temperature == float("inf"):
         raise ValueError(f"{where}: temperature must be finite and >= 0, got {temperature}")
-    return torch.full((bs,), float(temperature), device=prompts.device)  # [bs]
+    return prompts.new_full(prompts.shape[:1], float(temperature), dtype=torch.float32)  # [bs]

@@ -87,7 +87,11 @@ def bitpacked_dtype(num_nodes: int) -> torch.dtype:
     for bits, dtype in BITPACKED_DTYPES.items():
         if num_nodes <= bits:
             return dtype
-    raise ValueError(f"BITPACKED masks hold at most 32 nodes, got num_draft_tokens = {num_nodes}")
+    raise ValueError(bitpacked_limit(num_nodes))
+
+
+def bitpacked_limit(num_nodes: int) -> str:
+    return f"BITPACKED masks hold at most 32 nodes, got num_draft_tokens = {num_nodes}"
 
 
 class MaxBatchWarning(UserWarning):

@@ -59,8 +59,7 @@ def verify_greedy(
 
 def greedy_args(cfg: Any, verify_tree: Any, target_predict: Any) -> tuple[Any, ...]:
     """:func:`verify_greedy`'s arguments, checked, as :func:`greedy_core` takes them."""
-    if not VERIFY_GREEDY.fits(cfg, verify_tree, target_predict):
-        VERIFY_GREEDY.check(cfg, verify_tree, target_predict)
+    VERIFY_GREEDY(cfg, verify_tree, target_predict)
     vt, flat = verify_tree, target_predict.reshape(-1)  # [bs * N]
     links = (vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
     return cfg, vt.draft_tokens, *links, flat
