@@ -216,7 +216,7 @@ class Path(NamedTuple):
 
     torch_fn: Callable[..., Any]
     contract: Contract  # the dims named bs are the dynamic batch
-    chain: bool = False  # slices cached constants: its batch is at most max_bs
+    constants: Callable[..., Any] | None = None  # the chain's, which it slices: bs <= max_bs
     ints: tuple[str, ...] = ()  # int parameters that vary per call (unbacked)
     kernel: str | None = None  # its eagle_fn.kernels counterpart, if any
 
@@ -252,6 +252,6 @@ def _function(
     fn = path.torch_fn
     if backend is Backend.TRITON and path.kernel is not None:
         fn = getattr(importlib.import_module("eagle_fn.kernels"), path.kernel)
-    bound = max_bs if path.chain else None
+    bound = max_bs if path.constants else None
     shapes = batch_shapes(fn, path.contract.batch_shapes(cfg), max_bs=bound, ints=path.ints)
     return compile_fn(fn, enabled=enabled, shapes=shapes, features=features)
