@@ -15,27 +15,10 @@ import triton.language as tl
 
 @triton.jit
 def verify_build_kernel(
-    parent_ptr,
-    selected_ptr,
-    draft_ptr,
-    bonus_ptr,
-    seq_lens_ptr,
-    tokens_ptr,
-    positions_ptr,
-    mask_ptr,
-    index_ptr,
-    next_ptr,
-    sibling_ptr,
-    topk,
-    num_steps,
-    width,
-    n,
-    total,
-    MODE: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    ROWS: tl.constexpr,
-    WORDS: tl.constexpr,
-):
+    parent_ptr, selected_ptr, draft_ptr, bonus_ptr, seq_lens_ptr, tokens_ptr, positions_ptr,
+    mask_ptr, index_ptr, next_ptr, sibling_ptr, topk, num_steps, width, n, total,
+    MODE: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, WORDS: tl.constexpr,
+):  # fmt: skip
     """One request per program: parents, the bounded walk, links and the mask, all in-row."""
     row = tl.program_id(0).to(tl.int64)
     node = tl.arange(0, BLOCK_N)  # [BLOCK_N] nodes, valid below N
@@ -49,14 +32,8 @@ def verify_build_kernel(
     # its word, with no second walk per row.
     packed: tl.constexpr = BLOCK_N <= 64
     depth, bits = _walk_all(parent, node, n, num_steps, packed)  # [BLOCK_N] int64 each
-    draft = tl.load(draft_ptr + row * (n - 1) + node - 1, mask=valid & (node > 0), other=0)
-    tl.store(
-        tokens_ptr + base + node, tl.where(node == 0, tl.load(bonus_ptr + row), draft), mask=valid
-    )
-    tl.store(positions_ptr + base + node, seq_len + depth, mask=valid)
-    tl.store(index_ptr + base + node, base + node, mask=valid)
-    if MODE == 1:
-        tl.store(mask_ptr + base + node, bits.to(mask_ptr.dtype.element_ty), mask=valid)
+    _store_nodes(draft_ptr, bonus_ptr, tokens_ptr, positions_ptr, index_ptr, mask_ptr, row, base,
+                 node, valid, n, seq_len, depth, bits, MODE)  # fmt: skip
     start = row * 0
     if MODE == 2:
         # Request r's FULL block follows N rows of seq_len + N cells per earlier request.
@@ -69,13 +46,38 @@ def verify_build_kernel(
             visible = ((bits[:, None] >> node[None, :].to(tl.int64)) & 1) != 0  # [N, N]
             _store_rows(mask_ptr, visible, node, node, row, n, start, seq_len, total, MODE)
     else:
-        for first_row in range(0, n, ROWS):
-            rows = first_row + tl.arange(0, ROWS)  # [ROWS]
-            own = tl.gather(parent, rows, 0)  # [ROWS] parent of each row's node
-            _links(parent, own, node, rows, n, next_ptr + base, sibling_ptr + base)
-            if MODE != 1:
-                visible = _walk_rows(parent, node, rows, n, num_steps)  # [ROWS, BLOCK_N]
-                _store_rows(mask_ptr, visible, node, rows, row, n, start, seq_len, total, MODE)
+        _tiled_links_and_rows(parent, node, next_ptr, sibling_ptr, mask_ptr, row, base, n, start,
+                              seq_len, total, num_steps, MODE, ROWS)  # fmt: skip
+
+
+@triton.jit
+def _store_nodes(draft_ptr, bonus_ptr, tokens_ptr, positions_ptr, index_ptr, mask_ptr, row, base,
+                 node, valid, n, seq_len, depth, bits, MODE: tl.constexpr):  # fmt: skip
+    """Each node's token (the bonus token at the root), position, flat index and, BITPACKED
+    (MODE 1), its mask row: the bits of its walk."""
+    draft = tl.load(draft_ptr + row * (n - 1) + node - 1, mask=valid & (node > 0), other=0)
+    tl.store(
+        tokens_ptr + base + node, tl.where(node == 0, tl.load(bonus_ptr + row), draft), mask=valid
+    )
+    tl.store(positions_ptr + base + node, seq_len + depth, mask=valid)
+    tl.store(index_ptr + base + node, base + node, mask=valid)
+    if MODE == 1:
+        tl.store(mask_ptr + base + node, bits.to(mask_ptr.dtype.element_ty), mask=valid)
+
+
+@triton.jit
+def _tiled_links_and_rows(parent, node, next_ptr, sibling_ptr, mask_ptr, row, base, n, start,
+                          seq_len, total, num_steps, MODE: tl.constexpr,
+                          ROWS: tl.constexpr):  # fmt: skip
+    """Past 64 nodes, ``ROWS`` nodes at a time: their links and, unless BITPACKED, their mask
+    rows, each row from a walk of its own."""
+    for first_row in range(0, n, ROWS):
+        rows = first_row + tl.arange(0, ROWS)  # [ROWS]
+        own = tl.gather(parent, rows, 0)  # [ROWS] parent of each row's node
+        _links(parent, own, node, rows, n, next_ptr + base, sibling_ptr + base)
+        if MODE != 1:
+            visible = _walk_rows(parent, node, rows, n, num_steps)  # [ROWS, BLOCK_N]
+            _store_rows(mask_ptr, visible, node, rows, row, n, start, seq_len, total, MODE)
 
 
 @triton.jit

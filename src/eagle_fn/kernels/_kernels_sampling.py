@@ -15,35 +15,12 @@ import triton.language as tl
 
 @triton.jit
 def verify_sampling_kernel(
-    tokens_ptr,
-    index_ptr,
-    next_ptr,
-    sibling_ptr,
-    q_ptr,
-    p_ptr,
-    coins_ptr,
-    final_ptr,
-    accept_ptr,
-    num_ptr,
-    predicts_ptr,
-    sums_ptr,
-    arrivals_ptr,
-    n,
-    vocab,
-    num_steps,
-    total_nodes,
-    parts,
-    chunks,
-    threshold_single,
-    threshold_acc,
-    HAS_DRAFT: tl.constexpr,
-    WIDE: tl.constexpr,
-    SPLIT: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    MAX_BLOCKS: tl.constexpr,
-    PER_PROGRAM: tl.constexpr,
-):
+    tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, final_ptr, accept_ptr,
+    num_ptr, predicts_ptr, sums_ptr, arrivals_ptr, n, vocab, num_steps, total_nodes, parts, chunks,
+    threshold_single, threshold_acc, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
+    SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr,
+    MAX_BLOCKS: tl.constexpr, PER_PROGRAM: tl.constexpr,
+):  # fmt: skip
     """``parts`` programs per request, each with the bounded walk; then the final draw.
 
     ``SPLIT``: the final row's chunks of ``PER_PROGRAM`` blocks of ``BLOCK_V`` entries go
@@ -63,47 +40,79 @@ def verify_sampling_kernel(
     )  # fmt: skip
     coin = tl.load(final_ptr + row).to(tl.float64 if WIDE else tl.float32).to(tl.float64)
     start = (base + cur) * vocab
-    blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS]
+    blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS] the final row's blocks, both shapes
     slot = tl.minimum(tl.maximum(last, 0), total_nodes)
     num_blocks = tl.cdiv(vocab, BLOCK_V)
     if SPLIT:
-        for c in range(chunks):
-            # One load a chunk, so that its blocks' loads are in flight together.
-            chunk = part * chunks + c
-            mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop,
-                                  chunk * (PER_PROGRAM * BLOCK_V), vocab, HAS_DRAFT, WIDE,
-                                  PER_PROGRAM * BLOCK_V)  # fmt: skip
-            mass = tl.reshape(mass, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
-            mine = chunk * PER_PROGRAM + tl.arange(0, PER_PROGRAM)  # [PER_PROGRAM] its blocks
-            tl.store(sums_ptr + row * MAX_BLOCKS + mine, tl.sum(mass.to(tl.float64), axis=1),
-                     mask=mine < num_blocks)  # fmt: skip
-        # Every thread's stores (and part 0's walk outputs) precede the release below; the
-        # last arrival's acquire makes them all visible to it.
-        tl.debug_barrier()
-        arrived = tl.atomic_add(arrivals_ptr + row, 1, sem="acq_rel", scope="gpu")
-        if arrived == parts - 1:
-            sums = tl.load(sums_ptr + row * MAX_BLOCKS + blocks, mask=blocks < num_blocks,
-                           other=0.0, cache_modifier=".cg")  # fmt: skip
-            ends = tl.cumsum(sums, axis=0)  # [MAX_BLOCKS] the running sum at each block's end
-            total = tl.sum(tl.where(blocks == num_blocks - 1, ends, 0.0), axis=0)
-            token = _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin,
-                            num_blocks, vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
-            tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
+        _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop, vocab,
+                    num_blocks, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS, PER_PROGRAM)  # fmt: skip
+        _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, parts, start,
+                           rejected, drop, coin, slot, total_nodes, vocab, blocks, num_blocks,
+                           HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
     else:
-        carry = (start * 0).to(tl.float64)
-        sums = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
-        ends = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
-        for block in range(num_blocks):
-            mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V, vocab,
-                                  HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
-            block_sum = tl.sum(mass.to(tl.float64), axis=0)
-            carry += block_sum
-            sums = tl.where(blocks == block, block_sum, sums)
-            ends = tl.where(blocks == block, carry, ends)
-        token = _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, carry, coin, num_blocks,
-                        vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
+        token = _draw_whole_row(q_ptr, p_ptr, start, rejected, drop, coin, vocab, blocks,
+                                num_blocks, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
         tl.debug_barrier()  # the walk's stores (other threads) land first: a revisited slot
         tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
+
+
+@triton.jit
+def _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop, vocab,
+                num_blocks, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
+                MAX_BLOCKS: tl.constexpr, PER_PROGRAM: tl.constexpr):  # fmt: skip
+    """``SPLIT``: program ``part``'s share of the final row, each block's float64 sum stored
+    into the request's ``sums``."""
+    for c in range(chunks):
+        # One load a chunk, so that its blocks' loads are in flight together.
+        chunk = part * chunks + c
+        mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop,
+                              chunk * (PER_PROGRAM * BLOCK_V), vocab, HAS_DRAFT, WIDE,
+                              PER_PROGRAM * BLOCK_V)  # fmt: skip
+        mass = tl.reshape(mass, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
+        mine = chunk * PER_PROGRAM + tl.arange(0, PER_PROGRAM)  # [PER_PROGRAM] its blocks
+        tl.store(sums_ptr + row * MAX_BLOCKS + mine, tl.sum(mass.to(tl.float64), axis=1),
+                 mask=mine < num_blocks)  # fmt: skip
+
+
+@triton.jit
+def _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, parts, start,
+                       rejected, drop, coin, slot, total_nodes, vocab, blocks, num_blocks,
+                       HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
+                       MAX_BLOCKS: tl.constexpr):  # fmt: skip
+    """``SPLIT``: the request's last program to arrive adds up every program's block sums
+    (``blocks``: the indices of the ``num_blocks``) and draws the final token into ``slot``."""
+    # Every thread's stores (and part 0's walk outputs) precede the release below; the
+    # last arrival's acquire makes them all visible to it.
+    tl.debug_barrier()
+    arrived = tl.atomic_add(arrivals_ptr + row, 1, sem="acq_rel", scope="gpu")
+    if arrived == parts - 1:
+        sums = tl.load(sums_ptr + row * MAX_BLOCKS + blocks, mask=blocks < num_blocks,
+                       other=0.0, cache_modifier=".cg")  # fmt: skip
+        ends = tl.cumsum(sums, axis=0)  # [MAX_BLOCKS] the running sum at each block's end
+        total = tl.sum(tl.where(blocks == num_blocks - 1, ends, 0.0), axis=0)
+        token = _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin,
+                        num_blocks, vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
+        tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
+
+
+@triton.jit
+def _draw_whole_row(q_ptr, p_ptr, start, rejected, drop, coin, vocab, blocks, num_blocks,
+                    HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
+                    MAX_BLOCKS: tl.constexpr):  # fmt: skip
+    """One program for the request: the final token, from block sums and running sums kept
+    in registers (``blocks``: their indices), block by block over the whole row."""
+    carry = (start * 0).to(tl.float64)
+    sums = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
+    ends = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
+    for block in range(num_blocks):
+        mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V, vocab,
+                              HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
+        block_sum = tl.sum(mass.to(tl.float64), axis=0)
+        carry += block_sum
+        sums = tl.where(blocks == block, block_sum, sums)
+        ends = tl.where(blocks == block, carry, ends)
+    return _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, carry, coin, num_blocks,
+                   vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
 
 
 @triton.jit
@@ -150,29 +159,12 @@ def _walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr,
 
 
 @triton.jit
-def _level(
-    tokens_ptr,
-    next_ptr,
-    sibling_ptr,
-    q_ptr,
-    p_ptr,
-    coins_ptr,
-    base,
-    cur,
-    alive,
-    n,
-    vocab,
-    threshold_single,
-    threshold_acc,
-    HAS_DRAFT: tl.constexpr,
-    WIDE: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-):
+def _level(tokens_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, base, cur, alive, n,
+           vocab, threshold_single, threshold_acc, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
+           BLOCK_N: tl.constexpr):  # fmt: skip
     """Node ``cur``'s children in link order (at most N; only the first with a draft): the
     accepted child (-1 if none), how many children were tried and their tokens (``[BLOCK_N]``,
     -1 past them), which the final row loses if none is accepted.
-
-    Tokens outside the vocabulary are tried with probability 0.
     """
     dtype = tl.float64 if WIDE else tl.float32
     coin = tl.load(coins_ptr + base + cur, mask=alive, other=0.0).to(dtype)
@@ -189,23 +181,38 @@ def _level(
     # walks, so the walk's instructions count as much as its latency.
     while (child >= 0) & (chosen < 0) & (tried < (1 if HAS_DRAFT else n)):
         token = tl.load(tokens_ptr + base + child)
-        known = (token >= 0) & (token < vocab)
-        offset = (base + cur) * vocab + token
-        q = tl.load(q_ptr + offset, mask=known, other=0.0).to(dtype)
-        if HAS_DRAFT:
-            p = tl.load(p_ptr + offset, mask=known, other=0.0).to(dtype)
-            ok = coin * p <= q
-        else:
-            acc = acc + q
-            # float64 `/` rounds to nearest; float32's may not, div_rn does.
-            limit = acc / divisor if WIDE else tl.math.div_rn(acc, divisor)
-            ok = (coin <= limit) | (q >= single)
+        ok, acc = _accepts(q_ptr, p_ptr, (base + cur) * vocab, token, coin, acc, single,
+                           divisor, vocab, HAS_DRAFT, WIDE)  # fmt: skip
         chosen = tl.where(ok, child, chosen)
         tokens = tl.where(slots == tried, token.to(tl.int64), tokens)  # [BLOCK_N]
         tried += 1
         sibling = tl.load(sibling_ptr + base + child, mask=~ok, other=-1)
         child = tl.where(~ok & (sibling >= 0) & (sibling < n), sibling, -1)
     return chosen, tried, tokens
+
+
+@triton.jit
+def _accepts(q_ptr, p_ptr, start, token, coin, acc, single, divisor, vocab,
+             HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
+    """Whether the child drafting ``token`` is accepted, and ``acc``: the target probability
+    of the children tried so far (target-only; unchanged with a draft).
+
+    With a draft: ``coin * p <= q``. Target-only: ``coin <= acc / threshold_acc`` (``acc``
+    now counting this child), or ``q >= threshold_single``. Tokens outside the vocabulary are
+    tried with probability 0.
+    """
+    known = (token >= 0) & (token < vocab)
+    offset = start + token
+    q = tl.load(q_ptr + offset, mask=known, other=0.0).to(acc.dtype)
+    if HAS_DRAFT:
+        p = tl.load(p_ptr + offset, mask=known, other=0.0).to(acc.dtype)
+        ok = coin * p <= q
+    else:
+        acc = acc + q
+        # float64 `/` rounds to nearest; float32's may not, div_rn does.
+        limit = acc / divisor if WIDE else tl.math.div_rn(acc, divisor)
+        ok = (coin <= limit) | (q >= single)
+    return ok, acc
 
 
 @triton.jit

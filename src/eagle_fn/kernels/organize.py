@@ -122,6 +122,44 @@ def _copy_parents(row, parent_out,
 
 
 @triton.jit
+def _select_by_rank(row, index_out, token_out,
+                    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
+                    t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
+                    K: tl.constexpr, SLOTS: tl.constexpr, W: tl.constexpr, N1: tl.constexpr,
+                    WIDE: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    """rank(g) by counting, tile against tile (W² compares); writes the selected candidates
+    of each tile of ``g`` and their tokens after those of the earlier tiles."""
+    lanes = tl.arange(0, BLOCK)  # [BLOCK]
+    selected = tl.full([], 0, tl.int32)  # selected candidates in earlier tiles
+    for g0 in range(0, W, BLOCK):
+        g = g0 + lanes  # [BLOCK]
+        key_g = _keys(g, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
+                      s14, s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
+        better = tl.zeros([BLOCK], tl.int32)  # [BLOCK]
+        for h0 in range(0, W, BLOCK):
+            h = h0 + lanes  # [BLOCK]
+            key_h = _keys(h, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12,
+                          s13, s14, s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
+            better += count_better(key_g, g, key_h, h)
+        chosen = (g < W) & (better < N1)  # [BLOCK]
+        tokens = _tokens(g, row, chosen, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11,
+                         t12, t13, t14, t15, SLOTS, K, W, BLOCK)  # fmt: skip
+        selected += _emit(g, chosen, tokens, selected, row, index_out, token_out, N1)
+
+
+@triton.jit
+def _above_threshold(key, N1: tl.constexpr, BITS: tl.constexpr):
+    """Whether rank(g) < N - 1, from the whole row's order keys (0 past W): key(g) is above
+    the (N - 1)-th largest key T, or equals T and fewer than N - 1 - #{key > T} equal keys
+    lie below g."""
+    cut = threshold(key, N1, BITS)
+    above = key > cut  # [BLOCK]
+    tied = (key == cut).to(tl.int32)  # [BLOCK]
+    room = N1 - tl.sum(above.to(tl.int32), axis=0)  # ties to take, the lowest first
+    return above | ((tied != 0) & (tl.cumsum(tied, axis=0) - tied < room))  # [BLOCK]
+
+
+@triton.jit
 def _organize_tree_kernel(
     s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
     t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
@@ -134,30 +172,16 @@ def _organize_tree_kernel(
     # One program per request row. Candidate g is selected when fewer than N - 1 candidates
     # beat it; its output slot is the number of selected candidates below it (ascending order).
     row = tl.program_id(0).to(tl.int64)
-    lanes = tl.arange(0, BLOCK)  # [BLOCK]
     if BY_RANK:
-        # rank(g) by counting, tile against tile: W² compares.
-        selected = tl.full([], 0, tl.int32)  # selected candidates in earlier tiles
-        for g0 in range(0, W, BLOCK):
-            g = g0 + lanes  # [BLOCK]
-            key_g = _keys(g, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
-                          s14, s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
-            better = tl.zeros([BLOCK], tl.int32)  # [BLOCK]
-            for h0 in range(0, W, BLOCK):
-                h = h0 + lanes  # [BLOCK]
-                key_h = _keys(h, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12,
-                              s13, s14, s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
-                better += count_better(key_g, g, key_h, h)
-            chosen = (g < W) & (better < N1)  # [BLOCK]
-            tokens = _tokens(g, row, chosen, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11,
-                             t12, t13, t14, t15, SLOTS, K, W, BLOCK)  # fmt: skip
-            selected += _emit(g, chosen, tokens, selected, row, index_out, token_out, N1)
+        _select_by_rank(row, index_out, token_out,
+                        s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
+                        t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
+                        K, SLOTS, W, N1, WIDE, BLOCK)  # fmt: skip
         _copy_parents(row, parent_out, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12,
                       p13, p14, p15, PARENT_SLOTS, K, PW, BLOCK)  # fmt: skip
     else:
-        # The whole row in one block: rank(g) < N - 1 exactly when key(g) is above the
-        # (N - 1)-th largest key T, or equals T and fewer than N - 1 - #{key > T} equal
-        # keys lie below g.
+        # The whole row in one block, selected above a threshold.
+        lanes = tl.arange(0, BLOCK)  # [BLOCK]
         key = _keys(lanes, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
                     s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
         key = tl.where(lanes < W, order_key(key, WIDE), 0)  # [BLOCK] 0 past W: below all
@@ -167,11 +191,7 @@ def _organize_tree_kernel(
                          t11, t12, t13, t14, t15, SLOTS, K, W, BLOCK)  # fmt: skip
         _copy_parents(row, parent_out, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12,
                       p13, p14, p15, PARENT_SLOTS, K, PW, BLOCK)  # fmt: skip
-        cut = threshold(key, N1, BITS)
-        above = key > cut  # [BLOCK]
-        tied = (key == cut).to(tl.int32)  # [BLOCK]
-        room = N1 - tl.sum(above.to(tl.int32), axis=0)  # ties to take, the lowest first
-        chosen = above | ((tied != 0) & (tl.cumsum(tied, axis=0) - tied < room))  # [BLOCK]
+        chosen = _above_threshold(key, N1, BITS)  # [BLOCK]
         _emit(lanes, chosen, tokens, 0, row, index_out, token_out, N1)
 
 
