@@ -6,12 +6,13 @@
 # Made for a machine with one GPU, torch, triton, pytest, hypothesis and pytest-benchmark
 # already installed, no network and nothing to install: it runs the source tree
 # (PYTHONPATH=src) and needs no matplotlib. Every step has a time limit, and a step that fails
-# or runs out of time does not stop the next. At most 8.5 minutes; the first H200 run
-# (2026-11-30) took 5. Writes under $OUT (a new temporary folder when unset), 8 files:
+# or runs out of time does not stop the next. At most 9 minutes; the first H200 run
+# (2026-11-30) took 5. Writes under $OUT (a new temporary folder when unset), 9 files:
 #   summary.txt         the versions, the GPU, and each step's exit status and seconds
 #   tests.log           pytest on the suite (CUDA and kernel tests first), then bench/test_gpu.py
 #   demo.log            python -m eagle_fn --device cuda
 #   bench.log           the compact benchmark run on CUDA, then bench/sweep_sampling.py
+#   launch.log          bench/launch_overhead.py: each fused stage's host time, split up
 #   bench_cuda.json     its --benchmark-json
 #   render.log          bench/report.py's output
 #   benchmarks_cuda.md  the rendered CUDA section alone
@@ -88,9 +89,12 @@ cp docs/benchmarks.md "$OUT/benchmarks.md"
 step render render.log 20 "$PY" bench/report.py --device cuda --from-json "$OUT/bench_cuda.json" \
     --markdown "$OUT/benchmarks.md" --section-out "$OUT/benchmarks_cuda.md"
 
-# (d) The fused sampling kernel's launch shapes, appended to bench.log (least needed: last).
+# (d) Where the fused stages' host time goes (issue 10's 50 µs target): Python or launch.
+step launch launch.log 30 env PYTHONPATH="src:bench" "$PY" bench/launch_overhead.py
+
+# (e) The fused sampling kernel's launch shapes, appended to bench.log (least needed: last).
 step sweep bench.log 50 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
 
-tail -n 3 "$OUT/tests.log" "$OUT/demo.log" "$OUT/bench.log" >>"$SUMMARY" 2>&1
+tail -n 3 "$OUT/tests.log" "$OUT/demo.log" "$OUT/bench.log" "$OUT/launch.log" >>"$SUMMARY" 2>&1
 cat "$SUMMARY"
 echo "results in $OUT"

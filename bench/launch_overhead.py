@@ -1,0 +1,130 @@
+"""Where a fused stage's host time goes on a GPU: eagle_fn's Python, Triton's launch, or the rest.
+
+Run from the repository root on a CUDA machine (``bench/gpu_check.sh`` does)::
+
+    PYTHONPATH=src:bench python bench/launch_overhead.py
+
+Issue 10 asks for at most 50 µs of eager host time per stage; the H200 run of 2026-11-30 gave
+48-106 µs at bs 32, while the same calls with the launch stubbed out cost 11-19 µs of Python on
+the 2-core development CPU. For each stage of the tree-path target case it prints, in host µs
+per call (the loop timed with one synchronize at its end):
+
+- ``public``: the ``eagle_fn.kernels`` function, checks and allocation included;
+- ``jit``: ``kernel[grid](*args)``, Triton's own launch of the same arguments, alone;
+- ``compiled``: the compiled kernel that launch returned, called directly (no argument
+  binding or specialization: what a cached fast path could cost), where this Triton has it;
+- ``empty``: one ``torch.empty`` of the stage's first output shape on the device.
+
+Diagnostic only: nothing here checks values, and no code path of eagle_fn uses ``compiled``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import eagle_fn
+from cases import TREE_TARGET
+from eagle_fn import kernels
+from eagle_fn.kernels import _ops, greedy, organize, selection, verify
+from inputs import agreeing_target, draft_lists, step_inputs, verify_inputs
+
+MODULES = (organize, verify, greedy, selection)  # each calls the launch it imported
+
+
+def per_call_us(fn: Callable[[], Any], device: torch.device, calls: int) -> float:
+    for _ in range(min(calls, 20)):
+        fn()
+    torch.cuda.synchronize(device) if device.type == "cuda" else None
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize(device) if device.type == "cuda" else None
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def captured_launch(stage: Callable[[], Any]) -> tuple[Any, Any, tuple[Any, ...], dict[str, Any]]:
+    """The one ``launch(kernel, programs, *args, **options)`` a stage makes, recorded."""
+    seen: list[tuple[Any, Any, tuple[Any, ...], dict[str, Any]]] = []
+
+    def record(kernel: Any, programs: Any, *args: Any, **options: Any) -> None:
+        seen.append((kernel, programs, args, options))
+        _ops.launch(kernel, programs, *args, **options)
+
+    for module in MODULES:
+        module.launch = record
+    try:
+        stage()
+    finally:
+        for module in MODULES:
+            module.launch = _ops.launch
+    (launch,) = seen
+    return launch
+
+
+def compiled_runner(
+    kernel: Any, programs: int, args: tuple[Any, ...], options: dict[str, Any]
+) -> Callable[[], Any]:
+    """A call of the compiled kernel Triton's launch returned, with every bound argument."""
+    compiled = kernel[(programs,)](*args, **options)
+    names = kernel.arg_names
+    bound = [*args, *(options[name] for name in names[len(args) :])]
+    runner = compiled[(programs, 1, 1)]
+    return lambda: runner(*bound)
+
+
+def stages(device: torch.device) -> dict[str, Callable[[], Any]]:
+    case = TREE_TARGET
+    cfg = case.config
+    lists = draft_lists(cfg, case.bs, device=device)
+    tree, bonus, seq_lens = verify_inputs(case, device)
+    vt = eagle_fn.build_verify_tree(cfg, tree, bonus, seq_lens)
+    target = agreeing_target(case, vt)
+    first = step_inputs(cfg, 0, case.bs, device=device)
+    later = step_inputs(cfg, 1, case.bs, device=device)
+    return {
+        "organize_tree": lambda: kernels.organize_tree(cfg, *lists),
+        "build_verify_tree QLEN": lambda: kernels.build_verify_tree(cfg, tree, bonus, seq_lens),
+        "verify_greedy": lambda: kernels.verify_greedy(cfg, vt, target),
+        "select_top_k step 0": lambda: kernels.select_top_k(cfg, 0, first.topk_p, first.topk_index),
+        "select_top_k step 1": lambda: kernels.select_top_k(cfg, 1, *later[:2], later.scores),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=2000, help="timed calls per figure")
+    default = "cuda" if torch.cuda.is_available() else "cpu"
+    parser.add_argument("--device", default=default, help="cpu needs TRITON_INTERPRET=1")
+    options = parser.parse_args()
+    calls, device = options.calls, torch.device(options.device)
+    print(f"bench/launch_overhead.py on {device}, bs {TREE_TARGET.bs}, {TREE_TARGET.config}")
+    print("| stage | args | public µs | jit µs | compiled µs | empty µs |")
+    print("|---|---|---|---|---|---|")
+    for name, stage in stages(device).items():
+        print(row(name, stage, device, calls))
+
+
+def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -> str:
+    """One stage's line of the table."""
+    kernel, programs, args, options = captured_launch(stage)
+    public = per_call_us(stage, device, calls)
+    jit = per_call_us(lambda: kernel[(programs,)](*args, **options), device, calls)
+    try:
+        compiled = (
+            f"{per_call_us(compiled_runner(kernel, programs, args, options), device, calls):.1f}"
+        )
+    except Exception as error:  # an interpreter, or a Triton without this API
+        compiled = f"n/a ({type(error).__name__})"
+    shape = next(a.shape for a in args if isinstance(a, torch.Tensor))
+    empty = per_call_us(lambda: torch.empty(shape, device=device), device, calls)
+    count = len(args) + len(options)
+    return f"| {name} | {count} | {public:.1f} | {jit:.1f} | {compiled} | {empty:.1f} |"
+
+
+if __name__ == "__main__":
+    main()
