@@ -29,6 +29,13 @@ SELECT_NEXT = contract(
 )
 
 
+# What select_top_k says when scores are passed at step 0, or missing after it.
+_SCORES_AT = {
+    True: "scores must be None at step 0 (it starts the paths)",
+    False: "scores (the previous DraftStep.scores) is required at step {step}",
+}
+
+
 def select_top_k(
     cfg: DraftConfig,
     step: int,
@@ -137,12 +144,8 @@ def select_args(
         raise TypeError(f"{where}: step must be an int, got {type(step).__name__}")
     if not 0 <= step < cfg.num_steps:
         raise ValueError(f"{where}: step must be in [0, num_steps = {cfg.num_steps}), got {step}")
-    if step == 0 and scores is not None:
-        raise ValueError(f"{where}: scores must be None at step 0 (it starts the paths)")
-    if step > 0 and scores is None:
-        raise ValueError(
-            f"{where}: scores (the previous DraftStep.scores) is required at step {step}"
-        )
+    if (scores is None) != (step == 0):
+        raise ValueError(f"{where}: {_SCORES_AT[step == 0].format(step=step)}")
     if step == 0:
         SELECT_FIRST(cfg, topk_p, topk_index)
     else:

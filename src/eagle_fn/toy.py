@@ -11,21 +11,13 @@ from torch import Tensor
 
 from .arguments import require_config, require_int, show
 from .config import DraftConfig
-from .contracts import FLOAT, Arg, contract
+from .contracts import FLOAT, Arg, contract, fields
 from .probs import draw_uniforms, target_probs_from_logits
 from .sampling import verify_sampling
 from .toy_draft import draft_tree, sampled_chain
 from .types import GreedyVerdict, VerifyTree
 from .verify import verify_greedy
 from .worker import DraftOrganizer
-
-# The prompts of every generate function: a context per request, on the models' device.
-PROMPTS = contract(
-    "generate", config=False, device_label="the models", prompts=Arg("[bs, context]")
-)
-TEMPERATURES = contract(
-    "generate", config=False, prompts=Arg("[bs, context]"), temperature=Arg("[bs]", FLOAT)
-)
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,6 +36,17 @@ class ToyModel:
     def logits(self, previous: Tensor, last: Tensor) -> Tensor:
         """``previous, last [...]`` -> ``[..., V]``."""
         return self.table[previous, last]
+
+
+# The models and prompts of the generate functions (one model, or a target and a draft), all
+# on the models' device; whether the vocabularies agree is checked beside.
+_PROMPTS = Arg("[bs, context]")
+_TARGET, _DRAFT = (fields(ToyModel, table=Arg(f"[{v}, {v}, {v}]", FLOAT)) for v in "VD")
+GENERATE = {
+    1: contract("generate", "the models", False, target=_TARGET, prompts=_PROMPTS),
+    2: contract("generate", "the models", False, target=_TARGET, draft=_DRAFT, prompts=_PROMPTS),
+}
+TEMPERATURES = contract("generate", None, False, prompts=_PROMPTS, temperature=Arg("[bs]", FLOAT))
 
 
 def toy_models(vocab: int = 48, *, seed: int = 0, noise: float = 0.6) -> tuple[ToyModel, ToyModel]:
@@ -230,14 +233,10 @@ def _check_generate(
     where: str, models: tuple[Any, ...], prompts: object, max_new_tokens: object
 ) -> None:
     # A demo utility, off any hot path: it may read the prompts' values to check them.
-    for name, model in zip(("target", "draft"), models, strict=False):
-        if not isinstance(model, ToyModel):
-            raise TypeError(f"{where}: {name} must be a ToyModel, got {type(model).__name__}")
-    vocab, device = models[0].vocab, models[0].table.device
-    if any(model.vocab != vocab for model in models):
+    GENERATE[len(models)](None, *models, prompts, where=where)
+    tokens, vocab = cast(Tensor, prompts), models[0].vocab
+    if models[-1].vocab != vocab:
         raise ValueError(f"{where}: target and draft vocabularies differ")
-    PROMPTS.check(None, prompts, where=where, device=device)
-    tokens = cast(Tensor, prompts)
     if tokens.shape[1] < 2:
         got = show(tokens.shape)
         raise ValueError(f"{where}: prompts must hold at least 2 tokens per request, got {got}")
@@ -250,12 +249,10 @@ def _check_speculative(
     cfg: Any, target: Any, draft: Any, prompts: Any, max_new_tokens: Any, temperature: Any
 ) -> Tensor | None:
     """speculative_generate's checks; returns the per-request temperatures, None if greedy."""
-    where = "speculative_generate"
-    require_config(where, cfg)
-    _check_generate(where, (target, draft), prompts, max_new_tokens)
-    if isinstance(temperature, Tensor) or temperature != 0:
-        return _temperatures(where, temperature, prompts)
-    return None
+    require_config("speculative_generate", cfg)
+    _check_generate("speculative_generate", (target, draft), prompts, max_new_tokens)
+    greedy = not isinstance(temperature, Tensor) and temperature == 0
+    return None if greedy else _temperatures("speculative_generate", temperature, prompts)
 
 
 def _temperatures(where: str, temperature: object, prompts: Tensor) -> Tensor:
