@@ -132,3 +132,13 @@ def test_a_remembered_signature_skips_the_full_check(monkeypatch):
     pair(None, torch.ones(2, dtype=torch.int64))  # same signature: answered from memory
     with pytest.raises(AssertionError, match="ran again"):
         pair(None, torch.ones(3, dtype=torch.int64))  # a new shape: checked in full
+
+
+def test_a_first_call_without_signatures_is_checked():
+    # Nothing is remembered yet, and the values have no signatures to remember them by.
+    fresh = contract("fresh", config=False, a=Arg("[n]"))
+    with pytest.raises(TypeError, match=r"fresh: a must be a torch.Tensor, got NoneType"):
+        fresh(None, None)
+    lists = contract("lists", b=Arg("[bs, 1]", later="[bs, 2]"))
+    with pytest.raises(TypeError, match=r"lists: b must be a list of num_steps = 2 tensors"):
+        lists(DraftConfig(2, 2, 4), "not a list")

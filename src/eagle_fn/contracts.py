@@ -80,8 +80,9 @@ class Contract:
         try:
             flat = values if self._plain() else self._tensors(cfg, values, self.where)
             key = (cfg, site.get("device"), *map(_SIGNATURE, flat))
-        except (AttributeError, TypeError, ValueError):  # check names what is wrong
-            key = ()
+        except (AttributeError, TypeError, ValueError):  # no signatures: check names why
+            self.check(cfg, *values, **site)
+            return
         if key != self._last[0] and key not in self._accepted:
             self.check(cfg, *values, **site)
             if len(self._accepted) >= _REMEMBERED:
@@ -120,15 +121,17 @@ class Contract:
         """The tensor arguments in slot order, containers checked (their errors are exact)."""
         flat: list[Any] = []
         for (name, spec), value in zip(self.args, values, strict=True):
-            got = f"got {type(value).__name__}"
+            got = type(value).__name__
             if isinstance(spec, Fields) and not isinstance(value, spec.type):
-                raise TypeError(f"{where}: {name} must be a {spec.type.__name__}, {got}")
+                raise TypeError(f"{where}: {name} must be a {spec.type.__name__}, got {got}")
             if isinstance(spec, Fields):
                 flat += [getattr(value, field) for field, _ in spec.args]
             elif spec.later is None:
                 flat.append(value)
             elif not isinstance(value, (list, tuple)):
-                raise TypeError(f"{where}: {name} must be a list of {_steps(cfg)} tensors, {got}")
+                raise TypeError(
+                    f"{where}: {name} must be a list of {_steps(cfg)} tensors, got {got}"
+                )
             elif len(value) != cfg.num_steps:
                 raise ValueError(
                     f"{where}: {name} must hold {_steps(cfg)} tensors, got {len(value)}"
