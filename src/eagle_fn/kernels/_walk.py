@@ -27,15 +27,11 @@ def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, 
     node, its flat index, how many of its children were tried, all rejected (0 unless a
     level accepted nothing: after S acceptances, or at a leaf, nothing is removed), and
     their tokens (``[BLOCK_N]``, -1 past them)."""
-    slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
     write = part == 0
     nodes = _nodes(tokens_ptr, index_ptr, next_ptr, sibling_ptr, coins_ptr, base, n, WIDE,
                    BLOCK_N)  # fmt: skip
     last = tl.load(index_ptr + base)  # flat index of the last accepted node
-    # A [BLOCK_N] test of `part`: the interpreter rejects a scalar & vector mask.
-    mine = (slots < n) & (slots * 0 + part == 0)  # [BLOCK_N]
-    tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=mine)
-    tl.debug_barrier()  # the zeros land before the tokens, which other threads may store
+    _clear(predicts_ptr, base, n, part, BLOCK_N)
     tl.store(accept_ptr + row * (num_steps + 1), last, mask=write)
     cur = row * 0  # the last accepted node
     count = row * 0
@@ -60,6 +56,16 @@ def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, 
         alive = accepted
     tl.store(num_ptr + row, count, mask=write)
     return cur, last, rejected, dropped
+
+
+@triton.jit
+def _clear(predicts_ptr, base, n, part, BLOCK_N: tl.constexpr):
+    """Part 0 zeroes the request's ``predicts``, before any thread stores a token there."""
+    slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
+    # A [BLOCK_N] test of `part`: the interpreter rejects a scalar & vector mask.
+    mine = (slots < n) & (slots * 0 + part == 0)  # [BLOCK_N]
+    tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=mine)
+    tl.debug_barrier()  # the zeros land before the tokens, which other threads may store
 
 
 @triton.jit
