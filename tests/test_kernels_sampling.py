@@ -237,6 +237,23 @@ def test_looping_siblings_and_unknown_tokens(coin, accepted):
     check(cfg, vt, q, u, final)
 
 
+@pytest.mark.parametrize("coin", [0.0, 0.5], ids=["accepted", "rejected"])
+def test_tokens_beyond_32_bits(coin):
+    # Tokens anywhere in int64 (outside the vocabulary: probability 0), which the walk picks
+    # as two 32-bit halves. Coin 0 accepts each first child, so predicts holds them; 0.5
+    # rejects the root's children, whose tokens then leave no entry of the row.
+    gen = torch.Generator().manual_seed(6)
+    cfg = DraftConfig(2, 3, 6)
+    vt = organized_tree(cfg, 2, gen, 8)
+    vt = vt._replace(draft_tokens=torch.randint(-(2**62), 2**62, (12,), generator=gen))
+    q = target_rows(vt, 8, gen, "smooth")
+    u, final = torch.full((2, 6), coin), torch.full((2,), 0.5)
+    want = verify_sampling(cfg, vt, q, u, final)
+    assert (want.num_accepted > 0).all() if coin == 0 else (want.num_accepted == 0).all()
+    assert (want.predicts.abs() > 2**32).any() == (coin == 0)
+    check(cfg, vt, q, u, final)
+
+
 @SPLITS
 @pytest.mark.parametrize("row_kind", ["empty", "nan", "late"])
 def test_rows_without_mass_over_many_blocks(split, row_kind):
