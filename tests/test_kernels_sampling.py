@@ -239,8 +239,8 @@ def test_looping_siblings_and_unknown_tokens(coin, accepted):
 
 @pytest.mark.parametrize("coin", [0.0, 0.5], ids=["accepted", "rejected"])
 def test_tokens_beyond_32_bits(coin):
-    # Tokens anywhere in int64 (outside the vocabulary: probability 0), which the walk picks
-    # as two 32-bit halves. Coin 0 accepts each first child, so predicts holds them; 0.5
+    # Tokens anywhere in int64 (outside the vocabulary: probability 0), which the walk's
+    # picks must move whole. Coin 0 accepts each first child, so predicts holds them; 0.5
     # rejects the root's children, whose tokens then leave no entry of the row.
     gen = torch.Generator().manual_seed(6)
     cfg = DraftConfig(2, 3, 6)

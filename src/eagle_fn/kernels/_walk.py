@@ -44,12 +44,12 @@ def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, 
                                        BLOCK_N)  # fmt: skip
         accepted = alive & (chosen >= 0)
         slot = tl.minimum(tl.maximum(last, 0), total_nodes)
-        tl.store(predicts_ptr + slot, _pick64(nodes[0], chosen),
+        tl.store(predicts_ptr + slot, _pick(nodes[0], chosen),
                  mask=write & accepted & (slot < total_nodes))  # fmt: skip
         rejected = tl.where(alive & ~accepted, tried, rejected)
         dropped = tl.where(alive & ~accepted, tokens, dropped)  # [BLOCK_N]
         cur = tl.where(accepted, chosen, cur)
-        last = tl.where(accepted, _pick64(nodes[1], cur), last)
+        last = tl.where(accepted, _pick(nodes[1], cur), last)
         tl.store(accept_ptr + row * (num_steps + 1) + level + 1, tl.where(accepted, last, -1),
                  mask=write)  # fmt: skip
         count += accepted.to(tl.int64)
@@ -81,7 +81,7 @@ def _nodes(tokens_ptr, index_ptr, next_ptr, sibling_ptr, coins_ptr, base, n,
     first = tl.load(next_ptr + base + slots, mask=inside, other=-1)  # [BLOCK_N]
     sibling = tl.load(sibling_ptr + base + slots, mask=inside, other=-1)  # [BLOCK_N]
     coins = tl.load(coins_ptr + base + slots, mask=inside, other=0.0)  # [BLOCK_N]
-    # int32 links (n fits): cheaper to pick than int64.
+    # int32 links (n fits): one shuffle a pick, not two.
     first = tl.where((first >= 0) & (first < n), first, -1).to(tl.int32)  # [BLOCK_N]
     sibling = tl.where((sibling >= 0) & (sibling < n), sibling, -1).to(tl.int32)  # [BLOCK_N]
     return tokens, index, first, sibling, coins.to(tl.float64 if WIDE else tl.float32)
@@ -98,8 +98,8 @@ def _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, threshold_single, th
     q, p = _gather(q_ptr, p_ptr, tokens, (base + cur) * vocab, tl.where(alive, n, 0), vocab,
                    HAS_DRAFT, WIDE)  # fmt: skip
     dtype = tl.float64 if WIDE else tl.float32
-    coin = _pick_float(coins, cur, WIDE)
-    child = tl.where(alive, _pick32(first, cur), -1)
+    coin = _pick(coins, cur)
+    child = tl.where(alive, _pick(first, cur), -1)
     acc = (child * 0).to(dtype)
     chosen = child * 0 - 1
     tried = child * 0
@@ -111,14 +111,14 @@ def _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, threshold_single, th
     # walks, so the walk's instructions count as much as its latency. Their values are
     # picked from registers: no load waits in this loop.
     while (child >= 0) & (chosen < 0) & (tried < (1 if HAS_DRAFT else n)):
-        target = _pick_float(q, child, WIDE)
-        ok, acc = _accepts(target, _pick_float(p, child, WIDE) if HAS_DRAFT else target, coin,
-                           acc, single, divisor, HAS_DRAFT, WIDE)  # fmt: skip
+        target = _pick(q, child)
+        ok, acc = _accepts(target, _pick(p, child) if HAS_DRAFT else target, coin, acc, single,
+                           divisor, HAS_DRAFT, WIDE)  # fmt: skip
         chosen = tl.where(ok, child, chosen)
-        token = _pick64(tokens, child)
+        token = _pick(tokens, child)
         tried_tokens = tl.where(slots == tried, token, tried_tokens)  # [BLOCK_N]
         tried += 1
-        child = tl.where(ok, -1, _pick32(sibling, child))
+        child = tl.where(ok, -1, _pick(sibling, child))
     return chosen, tried, tried_tokens
 
 
@@ -139,31 +139,12 @@ def _gather(q_ptr, p_ptr, tokens, start, live, vocab, HAS_DRAFT: tl.constexpr,
 
 
 @triton.jit
-def _pick32(values, at):
-    """``values[at]`` of 32-bit integers (0 if no slot is ``at``): one term is not 0, so the
-    sum is exact; a warp reduction in registers (``redux.sync`` on sm_80 on)."""
-    slots = tl.arange(0, values.shape[0])  # [BLOCK_N]
-    return tl.sum(tl.where(slots == at, values, 0), axis=0)
-
-
-@triton.jit
-def _pick64(values, at):
-    """``_pick32`` of int64 values, as their two halves: two 32-bit reductions where one
-    64-bit sum would take rounds of shuffles."""
-    low = _pick32(values.to(tl.int32), at)  # the low half, truncated
-    high = _pick32((values >> 32).to(tl.int32), at)
-    return (high.to(tl.int64) << 32) | (low.to(tl.int64) & 0xFFFFFFFF)
-
-
-@triton.jit
-def _pick_float(values, at, WIDE: tl.constexpr):
-    """``values[at]`` of float32 (float64 for ``WIDE``) values, picked as integers of their
-    width: the value's bits, whatever its sign of zero or NaN payload."""
-    if WIDE:
-        picked = _pick64(values.to(tl.int64, bitcast=True), at).to(tl.float64, bitcast=True)
-    else:
-        picked = _pick32(values.to(tl.int32, bitcast=True), at).to(tl.float32, bitcast=True)
-    return picked
+def _pick(values, at):
+    """``values[at]`` for ``at`` in ``[0, BLOCK_N)`` (``values[0]`` for a negative ``at``),
+    bit for bit: a gather, one shuffle per 32 bits while BLOCK_N fits a warp (through shared
+    memory past 32), then a sum of one term. No load: no wait on memory."""
+    index = tl.full([1], 0, tl.int32) + tl.maximum(at, 0).to(tl.int32)  # [1]
+    return tl.sum(tl.gather(values, index, 0), axis=0)
 
 
 @triton.jit
