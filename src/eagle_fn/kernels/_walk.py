@@ -3,7 +3,7 @@
 The request's per-node arrays are loaded once, as ``[BLOCK_N]`` vectors in flight together.
 A level then has one load that depends on the walk: the gather of every node's token from the
 current node's row (target, and draft with one). Its children's values are picked from those
-registers, so a level waits on one load, not on a chain of scalar loads per child.
+vectors, so a level waits on one load, not on a chain of scalar loads per child.
 
 Kernel parameters are untyped by Triton's convention and constexprs are upper case, hence the
 file-wide lint exceptions.
@@ -104,12 +104,12 @@ def _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, threshold_single, th
     chosen = child * 0 - 1
     tried = child * 0
     slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
-    tried_tokens = tl.full([BLOCK_N], -1, tl.int64)
+    tried_tokens = tl.full([BLOCK_N], -1, tl.int64)  # [BLOCK_N]
     single = tl.cast(threshold_single, tl.float32).to(dtype)
     divisor = tl.cast(threshold_acc, tl.float32).to(dtype)
     # Only the children tried, not N rounds of masked work: every program of a split row
     # walks, so the walk's instructions count as much as its latency. Their values are
-    # picked from registers: no load waits in this loop.
+    # picked from the vectors: no load waits in this loop.
     while (child >= 0) & (chosen < 0) & (tried < (1 if HAS_DRAFT else n)):
         target = _pick(q, child)
         ok, acc = _accepts(target, _pick(p, child) if HAS_DRAFT else target, coin, acc, single,
