@@ -28,6 +28,7 @@ from sampling_inputs import (
     coins,
     links_cases,
     organized_tree,
+    random_links,
     target_rows,
     tree_cases,
 )
@@ -195,6 +196,62 @@ def test_rejected_children_in_different_blocks(split):
     assert not torch.isin(final_tokens(want), torch.tensor(tokens)).any()
     with launch_shape(SMALL_BLOCK, split):
         check(cfg, vt, q, u, final)
+
+
+@pytest.mark.parametrize("thresholds", THRESHOLDS[:3])
+@pytest.mark.parametrize("links", [organized_tree, random_links], ids=["organized", "arbitrary"])
+def test_wide_trees(links, thresholds):
+    # N = 64: the walk's [BLOCK_N] node vectors span two warps on a GPU. Rows that agree with
+    # each node's first child, so that walks go deep.
+    gen = torch.Generator().manual_seed(9)
+    cfg, vocab = DraftConfig(8, 8, 64), 40
+    vt = links(cfg, 2, gen, vocab)
+    q = target_rows(vt, vocab, gen, "agree")
+    u, final = coins(2, 64, gen, "grid")
+    assert verify_sampling(cfg, vt, q, u, final).num_accepted.max() >= 2  # deep walks
+    check(cfg, vt, q, u, final, thresholds)
+
+
+@pytest.mark.parametrize(("coin", "accepted"), [(0.55, 1), (0.999, 0)])
+def test_looping_siblings_and_unknown_tokens(coin, accepted):
+    # The root's children loop 1 -> 3 -> 1 -> ...; node 1's token is V, outside the
+    # vocabulary (probability 0, not the next row's first entry), and node 3's has 0.3.
+    # Target-only counts node 3 at each visit: 0.6 on the fourth try accepts it at coin 0.55
+    # (a leaf: the final coin draws token 2); coin 0.999 stops after N = 5 tries, and the
+    # root's row loses token 2: token 5.
+    vocab, n = 6, 5
+    vt = VerifyTree(
+        draft_tokens=torch.tensor([0, vocab, -1, 2, 4]),
+        positions=torch.zeros(n, dtype=torch.int64),
+        tree_mask=torch.ones(n * n, dtype=torch.bool),
+        retrieve_index=torch.arange(n).view(1, n),
+        retrieve_next_token=torch.tensor([[1, -1, -1, -1, -1]]),
+        retrieve_next_sibling=torch.tensor([[-1, 3, -1, 1, -1]]),
+    )
+    q = torch.zeros(1, n, vocab)
+    q[..., 0], q[..., 2], q[..., 5] = 0.25, 0.3, 0.7
+    cfg, u, final = DraftConfig(2, 2, n), torch.full((1, n), coin), torch.tensor([0.3])
+    want = verify_sampling(cfg, vt, q, u, final)
+    assert want.num_accepted.tolist() == [accepted]
+    assert final_tokens(want).tolist() == [2 if accepted else 5]
+    check(cfg, vt, q, u, final)
+
+
+@pytest.mark.parametrize("coin", [0.0, 0.5], ids=["accepted", "rejected"])
+def test_tokens_beyond_32_bits(coin):
+    # Tokens anywhere in int64 (outside the vocabulary: probability 0), which the walk's
+    # picks must move whole. Coin 0 accepts each first child, so predicts holds them; 0.5
+    # rejects the root's children, whose tokens then leave no entry of the row.
+    gen = torch.Generator().manual_seed(6)
+    cfg = DraftConfig(2, 3, 6)
+    vt = organized_tree(cfg, 2, gen, 8)
+    vt = vt._replace(draft_tokens=torch.randint(-(2**62), 2**62, (12,), generator=gen))
+    q = target_rows(vt, 8, gen, "smooth")
+    u, final = torch.full((2, 6), coin), torch.full((2,), 0.5)
+    want = verify_sampling(cfg, vt, q, u, final)
+    assert (want.num_accepted > 0).all() if coin == 0 else (want.num_accepted == 0).all()
+    assert (want.predicts.abs() > 2**32).any() == (coin == 0)
+    check(cfg, vt, q, u, final)
 
 
 @SPLITS

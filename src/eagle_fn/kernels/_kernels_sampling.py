@@ -12,6 +12,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ._walk import walk
+
 
 @triton.jit
 def verify_sampling_kernel(
@@ -33,7 +35,7 @@ def verify_sampling_kernel(
     row = (pid // parts).to(tl.int64)
     part = pid % parts
     base = row * n
-    cur, last, rejected, drop = _walk(
+    cur, last, rejected, drop = walk(
         tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
         num_ptr, predicts_ptr, row, base, n, vocab, num_steps, total_nodes, threshold_single,
         threshold_acc, part, HAS_DRAFT, WIDE, BLOCK_N,
@@ -113,106 +115,6 @@ def _draw_whole_row(q_ptr, p_ptr, start, rejected, drop, coin, vocab, blocks, nu
         ends = tl.where(blocks == block, carry, ends)
     return _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, carry, coin, num_blocks,
                    vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
-
-
-@triton.jit
-def _walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
-          num_ptr, predicts_ptr, row, base, n, vocab, num_steps, total_nodes, threshold_single,
-          threshold_acc, part, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
-          BLOCK_N: tl.constexpr):  # fmt: skip
-    """The bounded walk from the root, its outputs stored by part 0: the last accepted
-    node, its flat index, how many of its children were tried, all rejected (0 unless a
-    level accepted nothing: after S acceptances, or at a leaf, nothing is removed), and
-    their tokens (``[BLOCK_N]``, -1 past them)."""
-    slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
-    write = part == 0
-    # A [BLOCK_N] test of `part`: the interpreter rejects a scalar & vector mask.
-    mine = (slots < n) & (slots * 0 + part == 0)  # [BLOCK_N]
-    tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=mine)
-    tl.debug_barrier()  # the zeros land before the tokens, which other threads may store
-    last = tl.load(index_ptr + base)  # flat index of the last accepted node
-    tl.store(accept_ptr + row * (num_steps + 1), last, mask=write)
-    cur = row * 0  # the last accepted node
-    count = row * 0
-    alive = row == row
-    rejected = row * 0
-    dropped = tl.full([BLOCK_N], -1, tl.int64)
-    for level in range(num_steps):
-        chosen, tried, tokens = _level(
-            tokens_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, base, cur, alive, n,
-            vocab, threshold_single, threshold_acc, HAS_DRAFT, WIDE, BLOCK_N,
-        )  # fmt: skip
-        accepted = alive & (chosen >= 0)
-        token = tl.load(tokens_ptr + base + chosen, mask=accepted, other=0)
-        slot = tl.minimum(tl.maximum(last, 0), total_nodes)
-        tl.store(predicts_ptr + slot, token, mask=write & accepted & (slot < total_nodes))
-        rejected = tl.where(alive & ~accepted, tried, rejected)
-        dropped = tl.where(alive & ~accepted, tokens, dropped)  # [BLOCK_N]
-        cur = tl.where(accepted, chosen, cur)
-        last = tl.where(accepted, tl.load(index_ptr + base + cur), last)
-        tl.store(accept_ptr + row * (num_steps + 1) + level + 1, tl.where(accepted, last, -1),
-                 mask=write)  # fmt: skip
-        count += accepted.to(tl.int64)
-        alive = accepted
-    tl.store(num_ptr + row, count, mask=write)
-    return cur, last, rejected, dropped
-
-
-@triton.jit
-def _level(tokens_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, base, cur, alive, n,
-           vocab, threshold_single, threshold_acc, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
-           BLOCK_N: tl.constexpr):  # fmt: skip
-    """Node ``cur``'s children in link order (at most N; only the first with a draft): the
-    accepted child (-1 if none), how many children were tried and their tokens (``[BLOCK_N]``,
-    -1 past them), which the final row loses if none is accepted.
-    """
-    dtype = tl.float64 if WIDE else tl.float32
-    coin = tl.load(coins_ptr + base + cur, mask=alive, other=0.0).to(dtype)
-    child = tl.load(next_ptr + base + cur, mask=alive, other=-1)
-    child = tl.where((child >= 0) & (child < n), child, -1)
-    acc = (child * 0).to(dtype)
-    chosen = child * 0 - 1
-    tried = child * 0
-    slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
-    tokens = tl.full([BLOCK_N], -1, tl.int64)
-    single = tl.cast(threshold_single, tl.float32).to(dtype)
-    divisor = tl.cast(threshold_acc, tl.float32).to(dtype)
-    # Only the children tried, not N rounds of masked work: every program of a split row
-    # walks, so the walk's instructions count as much as its latency.
-    while (child >= 0) & (chosen < 0) & (tried < (1 if HAS_DRAFT else n)):
-        token = tl.load(tokens_ptr + base + child)
-        ok, acc = _accepts(q_ptr, p_ptr, (base + cur) * vocab, token, coin, acc, single,
-                           divisor, vocab, HAS_DRAFT, WIDE)  # fmt: skip
-        chosen = tl.where(ok, child, chosen)
-        tokens = tl.where(slots == tried, token.to(tl.int64), tokens)  # [BLOCK_N]
-        tried += 1
-        sibling = tl.load(sibling_ptr + base + child, mask=~ok, other=-1)
-        child = tl.where(~ok & (sibling >= 0) & (sibling < n), sibling, -1)
-    return chosen, tried, tokens
-
-
-@triton.jit
-def _accepts(q_ptr, p_ptr, start, token, coin, acc, single, divisor, vocab,
-             HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
-    """Whether the child drafting ``token`` is accepted, and ``acc``: the target probability
-    of the children tried so far (target-only; unchanged with a draft).
-
-    With a draft: ``coin * p <= q``. Target-only: ``coin <= acc / threshold_acc`` (``acc``
-    now counting this child), or ``q >= threshold_single``. Tokens outside the vocabulary are
-    tried with probability 0.
-    """
-    known = (token >= 0) & (token < vocab)
-    offset = start + token
-    q = tl.load(q_ptr + offset, mask=known, other=0.0).to(acc.dtype)
-    if HAS_DRAFT:
-        p = tl.load(p_ptr + offset, mask=known, other=0.0).to(acc.dtype)
-        ok = coin * p <= q
-    else:
-        acc = acc + q
-        # float64 `/` rounds to nearest; float32's may not, div_rn does.
-        limit = acc / divisor if WIDE else tl.math.div_rn(acc, divisor)
-        ok = (coin <= limit) | (q >= single)
-    return ok, acc
 
 
 @triton.jit
