@@ -75,10 +75,10 @@ def build_verify_tree(
         >>> vt.tree_mask.view(4, 4).int().tolist()
         [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]]
     """
-    options = verify_args(
+    checked = verify_args(
         cfg, tree, bonus_tokens, seq_lens, mask_mode=mask_mode, seq_lens_sum=seq_lens_sum
     )
-    return verify_core(*options)
+    return verify_core(*checked)
 
 
 def verify_args(

@@ -43,10 +43,19 @@ class ToyModel:
 _PROMPTS = Arg("[bs, context]")
 _TARGET, _DRAFT = (fields(ToyModel, table=Arg(f"[{v}, {v}, {v}]", FLOAT)) for v in "VD")
 GENERATE = {
-    1: contract("generate", "the models", False, target=_TARGET, prompts=_PROMPTS),
-    2: contract("generate", "the models", False, target=_TARGET, draft=_DRAFT, prompts=_PROMPTS),
+    1: contract(
+        "generate", config=False, device_label="the models", target=_TARGET, prompts=_PROMPTS
+    ),
+    2: contract(
+        "generate",
+        config=False,
+        device_label="the models",
+        target=_TARGET,
+        draft=_DRAFT,
+        prompts=_PROMPTS,
+    ),
 }
-TEMPERATURES = contract("generate", None, False, prompts=_PROMPTS, temperature=Arg("[bs]", FLOAT))
+TEMPERATURES = contract("generate", config=False, prompts=_PROMPTS, temperature=Arg("[bs]", FLOAT))
 
 
 def toy_models(vocab: int = 48, *, seed: int = 0, noise: float = 0.6) -> tuple[ToyModel, ToyModel]:
