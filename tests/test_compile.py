@@ -6,7 +6,6 @@ import torch._dynamo
 import torch._inductor.config
 from torch._dynamo.utils import counters
 
-from drafts import draft_lists, multilayer
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
@@ -21,8 +20,9 @@ from eagle_fn._compile import batch_shapes, compile_fn
 from eagle_fn.layout import IS_VALID_TREE, valid_tree_core
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY, greedy_core
-from helpers import assert_trees_equal, on
-from trees import agreeing_target
+from helpers.asserts import assert_trees_equal, on
+from helpers.drafts import draft_lists, multilayer
+from helpers.trees import agreeing_target
 
 pytestmark = pytest.mark.compiled
 MAX_BS = 8

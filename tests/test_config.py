@@ -10,8 +10,8 @@ from eagle_fn import DraftConfig
 @pytest.mark.parametrize(
     ("cfg", "num_candidates", "parent_width", "is_chain"),
     [
-        (DraftConfig(4, 3, 8), 4 + 2 * 16, 4 * 2 + 1, False),  # SPEC §7 tree
-        (DraftConfig(1, 3, 4), 3, 3, True),  # SPEC §7 chain: one candidate per step
+        (DraftConfig(4, 3, 8), 4 + 2 * 16, 4 * 2 + 1, False),  # semantics.md §7 tree
+        (DraftConfig(1, 3, 4), 3, 3, True),  # semantics.md §7 chain: one candidate per step
         (DraftConfig(1, 1, 2), 1, 0, True),  # one step: no parent table at all
         (DraftConfig(8, 1, 9), 8, 0, False),  # one wide step
         (DraftConfig(2, 5, 3), 2 + 4 * 4, 2 * 4 + 1, False),

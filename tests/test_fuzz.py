@@ -5,7 +5,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafts import draft_lists, multilayer, step_inputs
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
@@ -22,6 +21,7 @@ from eagle_fn import (
     verify_greedy,
 )
 from eagle_fn.toy import greedy_generate, speculative_generate, toy_models
+from helpers.drafts import draft_lists, multilayer, step_inputs
 
 TREE_CFG, CHAIN_CFG = DraftConfig(2, 2, 4), DraftConfig.chain(2)
 GEN = torch.Generator().manual_seed(0)

@@ -14,8 +14,7 @@ import pytest
 import torch
 
 import eagle_fn
-import kernel_aot
-import kernel_aot_variants
+from helpers import kernel_aot, kernel_aot_variants
 
 EXACT = "ftz=False approx=False fma=False"
 
@@ -32,7 +31,7 @@ def test_every_kernel_compiles_for_a_hopper_gpu():
         **os.environ,
         "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
     }
-    script = Path(__file__).with_name("kernel_aot.py")
+    script = kernel_aot.__file__
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     # One line per CI variant, in order, each without flushes, approximations or fusions.

@@ -2,7 +2,7 @@
 
 # ruff: noqa: N803  (Triton kernels name their compile-time constants in capitals)
 
-import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
+from helpers import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
 
 import pytest
 import torch
@@ -10,9 +10,9 @@ import triton
 import triton.language as tl
 
 from eagle_fn.kernels import _floats, _ops, _slots
-from kernel_support import KERNEL_DEVICES
+from helpers.kernel_support import KERNEL_DEVICES
 
-from kernel_probe import interpreter_problem
+from helpers.kernel_probe import interpreter_problem
 
 pytestmark = pytest.mark.skipif(
     interpreter_problem() is not None, reason=str(interpreter_problem())

@@ -1,6 +1,6 @@
 """The fused organize and select kernels equal the torch functions bit for bit, in one op."""
 
-import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
+from helpers import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
 import contextlib
 from unittest import mock
 
@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch._dynamo.utils import counters
 
-from drafts import KINDS, configs, draft_lists, step_inputs
+from helpers.drafts import KINDS, configs, draft_lists, step_inputs
 from eagle_fn import DraftConfig, _compile, kernels, organize_tree, select_top_k
 from eagle_fn.kernels import organize as kernel_organize
 from eagle_fn.kernels import selection as kernel_selection
 from eagle_fn.profiling import OpCounter
-import reference
-from helpers import assert_trees_equal
-from kernel_support import KERNEL_DEVICES, SCORE_DTYPES, hard_scores, resolved
+from helpers import reference
+from helpers.asserts import assert_trees_equal
+from helpers.kernel_support import KERNEL_DEVICES, SCORE_DTYPES, hard_scores, resolved
 
 pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
 
@@ -85,7 +85,7 @@ def test_the_interpreter_is_on_without_a_gpu():
 
 
 def test_organize_by_hand(device):
-    # SPEC §4's small case: candidates .6 .4 | .3 .3 .36 .04; the best three are flat 0, 1, 4.
+    # semantics.md §4's small case: candidates .6 .4 | .3 .3 .36 .04; the best three are flat 0, 1, 4.
     cfg = DraftConfig(topk=2, num_steps=2, num_draft_tokens=4)
     scores = [torch.tensor([[[0.6, 0.4]]]), torch.tensor([[[0.3, 0.3], [0.36, 0.04]]])]
     tokens = [torch.tensor([[7, 9]]), torch.tensor([[1, 2, 3, 4]])]

@@ -9,7 +9,7 @@ dyadic grid rows below. Smooth rows are compared too, with fixed seeds: a differ
 would need a running sum to tie coin * total within rounding.
 """
 
-import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
+from helpers import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
 import contextlib
 import math
 
@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig, VerifyTree, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
-from helpers import on
-from kernel_support import without_interpreter
-from sampling_inputs import (
+from helpers.asserts import on
+from helpers.kernel_support import without_interpreter
+from helpers.sampling_inputs import (
     THRESHOLDS,
     chain_cases,
     coins,

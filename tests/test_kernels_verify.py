@@ -4,7 +4,7 @@ Without CUDA the kernels run on CPU tensors in Triton's interpreter, which kerne
 turns on before anything imports them.
 """
 
-import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
+from helpers import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
 import os
 
 import pytest
@@ -14,8 +14,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from torch._dynamo.utils import counters
 
-import reference
-from drafts import SEEDS, draft_lists, organized_args
+from helpers import reference
+from helpers.drafts import SEEDS, draft_lists, organized_args
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
@@ -32,10 +32,10 @@ from eagle_fn.kernels._ops import interpreted
 from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
-from helpers import assert_layout_equals, assert_trees_equal, assert_verdict_equals, on
-from kernel_support import KERNEL_DEVICE, KERNEL_DEVICES, resolved
-from kernel_trees import EDGE_CFG, SMALL_CONFIGS, edge_tree, scrambled_links, sibling_ring
-from trees import (
+from helpers.asserts import assert_layout_equals, assert_trees_equal, assert_verdict_equals, on
+from helpers.kernel_support import KERNEL_DEVICE, KERNEL_DEVICES, resolved
+from helpers.kernel_trees import EDGE_CFG, SMALL_CONFIGS, edge_tree, scrambled_links, sibling_ring
+from helpers.trees import (
     BITPACKED_DTYPES,
     CROSS_ROW_TREE,
     MALFORMED_CASES,
@@ -117,7 +117,7 @@ def test_ops_are_bound_to_module_names():
 
 
 def test_spec_example(device):
-    # SPEC §7: positions and links of the worked tree, literally.
+    # semantics.md §7: positions and links of the worked tree, literally.
     tree, bonus, seq_lens = spec_inputs(device)
     vt = check_build(SPEC_CFG, tree, bonus, seq_lens, MaskMode.QLEN)
     assert vt.positions.device == device

@@ -5,8 +5,6 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-import reference
-from drafts import SEEDS, draft_configs, draft_lists, multilayer, organized_args
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
@@ -20,8 +18,10 @@ from eagle_fn import (
     verify_greedy,
 )
 from eagle_fn.profiling import OpCounter
-from helpers import assert_layout_equals
-from trees import (
+from helpers import reference
+from helpers.asserts import assert_layout_equals
+from helpers.drafts import SEEDS, draft_configs, draft_lists, multilayer, organized_args
+from helpers.trees import (
     BITPACKED_DTYPES,
     CROSS_ROW_TREE,
     MALFORMED_CFG,

@@ -16,7 +16,7 @@ from eagle_fn.toy import (
     speculative_generate,
     toy_models,
 )
-from sampling_inputs import assert_lossless, chi_square_p, position_marginals, toy_probs
+from helpers.sampling_inputs import assert_lossless, chi_square_p, position_marginals, toy_probs
 
 DRAWS = 20_000
 POSITIONS = 3

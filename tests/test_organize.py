@@ -3,8 +3,6 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference
-from drafts import KINDS, configs, draft_configs, draft_lists, multilayer, probs, tokens
 from eagle_fn import (
     DraftConfig,
     DraftTree,
@@ -15,15 +13,17 @@ from eagle_fn import (
     select_top_k,
 )
 from eagle_fn.profiling import OpCounter
-from helpers import assert_matches, assert_trees_equal
+from helpers import reference
+from helpers.asserts import assert_matches, assert_trees_equal
+from helpers.drafts import KINDS, configs, draft_configs, draft_lists, multilayer, probs, tokens
 
 I64 = torch.int64
 
 
 def spec_tree_steps():
-    """SPEC §7's tree (k=4, S=3, N=8, bs=2), produced by three select_top_k steps.
+    """semantics.md §7's tree (k=4, S=3, N=8, bs=2), produced by three select_top_k steps.
 
-    Probabilities chosen by hand so the kept paths give the SPEC's parents entries; the
+    Probabilities chosen by hand so the kept paths give semantics.md's parents entries; the
     expected values of every step are worked out in the comments.
     """
     cfg = DraftConfig(4, 3, 8)

@@ -5,8 +5,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference
 from eagle_fn.selection import MAX_KEYED_WIDTH, best_indices, best_indices_ascending
+from helpers import reference
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 NAN = float("nan")

@@ -1,4 +1,4 @@
-"""Sampling verification (SPEC §9): literal cases, the loop reference, greedy rows, bad input."""
+"""Sampling verification (semantics.md §9): literal cases, the loop reference, greedy rows, bad input."""
 
 import math
 
@@ -7,7 +7,6 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-import sampling_reference as reference
 from eagle_fn import (
     DraftConfig,
     DraftTree,
@@ -20,8 +19,9 @@ from eagle_fn import (
 )
 from eagle_fn.probs import Uniforms, sample_from_row
 from eagle_fn.sampling import child_lists
-from helpers import assert_matches, assert_verdict_equals
-from sampling_inputs import (
+from helpers import sampling_reference as reference
+from helpers.asserts import assert_matches, assert_verdict_equals
+from helpers.sampling_inputs import (
     COIN_KINDS,
     ROW_KINDS,
     SAMPLING_CONFIGS,
@@ -34,7 +34,7 @@ from sampling_inputs import (
     target_rows,
     tree_cases,
 )
-from trees import agreeing_children
+from helpers.trees import agreeing_children
 
 I64 = torch.int64
 

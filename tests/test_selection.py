@@ -3,10 +3,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference
-from drafts import KINDS, configs, step_inputs
 from eagle_fn import DraftConfig, DraftStep, select_top_k
-from helpers import assert_matches
+from helpers import reference
+from helpers.asserts import assert_matches
+from helpers.drafts import KINDS, configs, step_inputs
 
 I64 = torch.int64
 
@@ -20,7 +20,7 @@ def check_against_reference(cfg, step, topk_p, topk_index, scores):
     assert_matches(out.input_ids, ref["input_ids"], (bs * k,), I64)
     assert_matches(out.hidden_index, ref["hidden_index"], (bs * k,), I64)
     assert_matches(out.scores, ref["scores"], (bs, k), topk_p.dtype)
-    # SPEC §3: the entries of step 0 and of a later step differ in shape.
+    # semantics.md §3: the entries of step 0 and of a later step differ in shape.
     first = step == 0
     score_shape = (bs, 1, k) if first else (bs, k, k)
     token_shape = (bs, k) if first else (bs, k * k)

@@ -13,7 +13,6 @@ import torch._dynamo
 import torch._inductor.config
 from torch._dynamo.utils import counters
 
-from drafts import draft_lists, multilayer
 from eagle_fn import (
     DraftConfig,
     MaskMode,
@@ -30,8 +29,9 @@ from eagle_fn.chain import chain_verify_constants
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import greedy_core
 from eagle_fn.worker import PATHS
-from helpers import assert_trees_equal
-from trees import agreeing_target
+from helpers.asserts import assert_trees_equal
+from helpers.drafts import draft_lists, multilayer
+from helpers.trees import agreeing_target
 
 pytestmark = pytest.mark.compiled
 MAX_BS = 6

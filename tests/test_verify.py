@@ -3,8 +3,6 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference
-from drafts import SEEDS, draft_configs, draft_lists, organized_args
 from eagle_fn import (
     DraftConfig,
     DraftTree,
@@ -15,8 +13,10 @@ from eagle_fn import (
     organize_tree,
     verify_greedy,
 )
-from helpers import assert_verdict_equals, on
-from trees import (
+from helpers import reference
+from helpers.asserts import assert_verdict_equals, on
+from helpers.drafts import SEEDS, draft_configs, draft_lists, organized_args
+from helpers.trees import (
     SPEC_BONUS,
     SPEC_CFG,
     SPEC_SEQ_LENS,
@@ -49,7 +49,7 @@ def test_chain_accepts_every_length(accepted):
 
 
 def test_tree_accepts_a_later_sibling():
-    # SPEC §7 tree; the target picks row 0's third sibling (see trees.spec_target).
+    # semantics.md §7 tree; the target picks row 0's third sibling (see trees.spec_target).
     vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
     verdict = verify_greedy(SPEC_CFG, vt, spec_target())
     assert_spec_walk(verdict)

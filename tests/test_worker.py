@@ -3,8 +3,6 @@ import warnings
 import pytest
 import torch
 
-import reference
-from drafts import draft_lists, multilayer
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
@@ -17,7 +15,9 @@ from eagle_fn._backend import Backend
 from eagle_fn._compile import compiled_paths
 from eagle_fn.profiling import OpCounter
 from eagle_fn.worker import PATHS
-from helpers import assert_matches, assert_trees_equal
+from helpers import reference
+from helpers.asserts import assert_matches, assert_trees_equal
+from helpers.drafts import draft_lists, multilayer
 
 
 def worker(cfg, max_bs=8, **kwargs):

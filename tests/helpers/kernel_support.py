@@ -8,6 +8,7 @@ a GPU the kernels compile for real, and CPU tensors are skipped (they need the i
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ pytest.importorskip("triton", reason="the kernel tests need triton (pip install 
 from triton.runtime.interpreter import InterpretedFunction
 
 from eagle_fn.kernels import organize as _kernel_module
-from kernel_probe import interpreter_problem
+from helpers.kernel_probe import interpreter_problem
 
 INTERPRETED = isinstance(_kernel_module._organize_tree_kernel, InterpretedFunction)
 # A kernel test module's pytestmark: where this Triton's interpreter cannot run the kernels at
@@ -28,7 +29,7 @@ INTERPRETED = isinstance(_kernel_module._organize_tree_kernel, InterpretedFuncti
 SKIP_WHEN_UNRUNNABLE = pytest.mark.skipif(
     interpreter_problem() is not None, reason=str(interpreter_problem())
 )
-_SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+_SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 KERNEL_DEVICES = [
     pytest.param(

@@ -1,4 +1,4 @@
-"""Slow, loop-based reference of SPEC §9 (sampling verification), written from the contract.
+"""Slow, loop-based reference of semantics.md §9 (sampling verification), written from the contract.
 
 One request at a time over Python lists. The accumulator and the comparisons use 0-d tensors
 of the compute dtype (float32, float64 for float64 probabilities) so that they round as the
@@ -53,7 +53,7 @@ def verify_sampling(
     threshold_acc=1.0,
     draft_probs=None,
 ):
-    """SPEC §9 row by row. Returns (accept_index, num_accepted, predicts) as nested lists."""
+    """semantics.md §9 row by row. Returns (accept_index, num_accepted, predicts) as nested lists."""
     n, steps = cfg.num_draft_tokens, cfg.num_steps
     bs = vt.retrieve_index.shape[0]
     dtype = compute_dtype(target_probs.dtype)
@@ -116,7 +116,7 @@ def verify_sampling(
 
 
 def target_probs_from_logits(logits, temperature, top_k=None, top_p=None):
-    """SPEC §9's preparation, one row at a time, as nested lists of floats per flat row."""
+    """semantics.md §9's preparation, one row at a time, as nested lists of floats per flat row."""
     bs = temperature.shape[0]
     vocab = logits.shape[-1]
     dtype = compute_dtype(logits.dtype)

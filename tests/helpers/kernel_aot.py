@@ -1,6 +1,6 @@
 """Compiles every Triton kernel for a Hopper GPU (sm_90) with Triton's real compiler; no GPU.
 
-Run as a script: ``python tests/kernel_aot.py`` compiles the CI set, ``--all`` every variant.
+Run as a script: ``python tests/helpers/kernel_aot.py`` compiles the CI set, ``--all`` every variant.
 The script drops ``TRITON_INTERPRET``: the interpreter accepts Python the compiler rejects.
 
 Each variant calls a public kernel's own launch code (its torch function's ``*_args`` check,

@@ -3,8 +3,8 @@ agreeing targets are in trees.py, shared with the torch tests)."""
 
 import torch
 
-from drafts import draft_configs
 from eagle_fn import DraftConfig, DraftTree, VerifyTree
+from helpers.drafts import draft_configs
 
 I64 = torch.int64
 

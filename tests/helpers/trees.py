@@ -1,10 +1,10 @@
-"""Shared verify-tree inputs: the SPEC's example tree and its layout, malformed trees, agreeing
+"""Shared verify-tree inputs: semantics.md's example tree and its layout, malformed trees, agreeing
 targets."""
 
 import torch
 
 from eagle_fn import DraftConfig, DraftTree, build_verify_tree
-from helpers import on
+from helpers.asserts import on
 
 I64 = torch.int64
 SPEC_CFG = DraftConfig(4, 3, 8)
@@ -52,12 +52,12 @@ CROSS_ROW_TREE = DraftTree(
 
 
 def spec_inputs(device="cpu"):
-    """(tree, bonus_tokens, seq_lens) of the SPEC's example on ``device``."""
+    """(tree, bonus_tokens, seq_lens) of semantics.md's example on ``device``."""
     return on(SPEC_TREE, device), SPEC_BONUS.to(device), SPEC_SEQ_LENS.to(device)
 
 
 def assert_spec_layout(vt):
-    """``vt`` has SPEC §7's positions and first-child / next-sibling links, literally."""
+    """``vt`` has semantics.md §7's positions and first-child / next-sibling links, literally."""
     assert vt.positions.tolist() == [5, 6, 6, 6, 6, 7, 7, 7, 9, 10, 10, 10, 10, 11, 11, 11]
     assert vt.retrieve_next_token.tolist() == [
         [1, 5, -1, -1, -1, -1, -1, -1],

@@ -6,8 +6,8 @@ from typing import NamedTuple
 import torch
 from hypothesis import strategies as st
 
-from drafts import KINDS, SEEDS, draft_configs, draft_lists
 from eagle_fn import DraftConfig, VerifyTree, build_verify_tree, organize_tree
+from helpers.drafts import KINDS, SEEDS, draft_configs, draft_lists
 
 I64 = torch.int64
 ROW_KINDS = ("smooth", "ties", "agree", "zero", "nan", "onehot")

@@ -1,4 +1,4 @@
-"""Slow, loop-based reference of SPEC §3-5, written from the contract alone: the test oracle.
+"""Slow, loop-based reference of semantics.md §3-5, written from the contract alone: the test oracle.
 
 Every function works row by row on Python lists; products are taken on 0-d tensors so that
 they round in the same dtype as the library's. Nothing here imports eagle_fn internals.
@@ -20,7 +20,7 @@ def rank(scores, n):
 
 
 def select_top_k(cfg, step, topk_p, topk_index, scores=None):
-    """SPEC §3 as a dict of nested lists, one field per DraftStep field."""
+    """semantics.md §3 as a dict of nested lists, one field per DraftStep field."""
     k = cfg.topk
     if step == 0:
         bs = topk_p.shape[0]
@@ -70,7 +70,7 @@ def flatten_row(cfg, score_list, token_list, b):
 
 
 def organize_tree(cfg, score_list, token_list, parents_list):
-    """SPEC §4 as (parent_list, top_scores_index, draft_tokens) nested lists."""
+    """semantics.md §4 as (parent_list, top_scores_index, draft_tokens) nested lists."""
     bs = score_list[0].shape[0]
     parent_list, top_index, draft_tokens = [], [], []
     for b in range(bs):
@@ -85,7 +85,7 @@ def organize_tree(cfg, score_list, token_list, parents_list):
 
 
 def organize_chain(num_steps, topk_index):
-    """SPEC §4 for a chain: constant parents and indices, the tokens unchanged."""
+    """semantics.md §4 for a chain: constant parents and indices, the tokens unchanged."""
     bs = topk_index.shape[0]
     parents = [list(range(-1, num_steps - 1)) if num_steps > 1 else [] for _ in range(bs)]
     return parents, [list(range(num_steps)) for _ in range(bs)], topk_index.tolist()
@@ -108,7 +108,7 @@ def as_lists(tree):
 
 
 def parent_node(cfg, parents, selected, j):
-    """SPEC §8: node j's parent node, 0 for the root, None when not found."""
+    """semantics.md §8: node j's parent node, 0 for the root, None when not found."""
     slot = selected[j - 1] // cfg.topk
     if slot == 0:
         return 0
@@ -122,7 +122,7 @@ def parent_node(cfg, parents, selected, j):
 
 
 def verify_tree(cfg, tree, bonus_tokens, seq_lens, mask_mode):
-    """SPEC §8 row by row; links built like SGLang's kernel (front insertion, nodes descending).
+    """semantics.md §8 row by row; links built like SGLang's kernel (front insertion, nodes descending).
 
     Returns a dict of nested lists keyed by VerifyTree field name; ``tree_mask`` is given per
     request as rows of 0/1 (QLEN and FULL) or integers (BITPACKED), flattened by the caller.

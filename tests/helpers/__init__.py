@@ -1,0 +1,13 @@
+"""What the tests share, by topic; fixtures and hypothesis profiles are in ``conftest.py``.
+
+- :mod:`asserts`: exact comparisons of tensors, trees and verdicts; ``on`` (a device move).
+- :mod:`drafts`: configs and draft inputs, as hypothesis strategies and seeded tables.
+- :mod:`trees`: hand-made trees and the targets that agree with them.
+- :mod:`reference`: the slow loop reference every torch path is compared with.
+- :mod:`sampling_inputs`, :mod:`sampling_reference`: the same for sampled verification.
+- :mod:`kernel_support`, :mod:`kernel_trees`, :mod:`kernel_probe`: the Triton kernel tests'
+  devices, hard inputs and interpreter probe.
+- :mod:`kernel_aot`, :mod:`kernel_aot_variants`: the sm_90 compile check, a script.
+
+No test module imports another; they import from here.
+"""
