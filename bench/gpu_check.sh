@@ -56,21 +56,20 @@ for name in ("triton", "pytest", "hypothesis", "pytest_benchmark", "eagle_fn", "
 EOF
 } >"$SUMMARY"
 
-# (a) The CUDA and kernel tests on the GPU machine (the kernels compile one Triton kernel per
-# shape variant for real), then the CUDA checks of the benchmark's own measuring code (a
-# separate run: tests/ and bench/ each have a conftest.py, and one pytest process cannot
-# import both). On 14 processes where pytest-xdist is installed. Both H200 runs of
-# 2026-11-30 ran out of time in the tests; the second cut this step at 150 s with about 1%
-# left (its longest test took 114 s), hence 210. The other tests, which CI and the CPU torch matrix run too, come last (step (f)).
-# pytest-timeout, where installed, fails one stuck test with its traceback instead of
-# letting the step's limit hide which one it was; -v names every finished test, so the
-# unfinished ones can be listed.
+# (a) The tests marked gpu (tests/conftest.py: those on CUDA tensors and those of the Triton
+# kernels, which compile one kernel per shape variant for real), then the CUDA checks of the
+# benchmark's own measuring code (a separate run: tests/ and bench/ each have a conftest.py,
+# and one pytest process cannot import both). On 14 processes where pytest-xdist is
+# installed. Both H200 runs of 2026-11-30 ran out of time in the tests; the second cut this
+# step at 150 s with about 1% left (its longest test took 114 s), hence 210. The other tests,
+# which CI and the CPU torch matrix run too, come last (step (f)). pytest-timeout, where
+# installed, fails one stuck test with its traceback instead of letting the step's limit
+# hide which one it was; -v names every finished test, so the unfinished ones can be listed.
 PARALLEL=()
 "$PY" -c "import xdist" 2>/dev/null && PARALLEL+=(-n 14)
 "$PY" -c "import pytest_timeout" 2>/dev/null && PARALLEL+=(--timeout=180)
-GPU_TESTS="cuda or kernel or triton"
 step tests_gpu tests.log 210 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
-    -rfE --durations=15 -k "$GPU_TESTS"
+    -rfE --durations=15 -m gpu
 step bench_checks tests.log 15 "$PY" -m pytest bench/test_gpu.py -q -p no:cacheprovider
 
 # The README's demo on the GPU: every section, the cost table with kernels per call.
@@ -99,7 +98,7 @@ step sweep bench.log 30 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
 # (f) The rest of the suite but the tests marked compiled (CPU inductor compiles, a minute
 # each on that host), which CI and the CPU torch matrix also run: least needed, so last.
 step tests_rest tests.log 60 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
-    -rfE --durations=15 -k "not ($GPU_TESTS)" -m "not compiled"
+    -rfE --durations=15 -m "not gpu and not compiled"
 
 tail -n 3 "$OUT/tests.log" "$OUT/demo.log" "$OUT/bench.log" "$OUT/launch.log" >>"$SUMMARY" 2>&1
 cat "$SUMMARY"

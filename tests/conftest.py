@@ -58,3 +58,16 @@ def fresh_dynamo():
 def _no_compile_env(monkeypatch):
     # Tests choose compiled mode explicitly; a developer's shell must not change results.
     monkeypatch.delenv("EAGLE_FN_COMPILE", raising=False)
+
+
+# The tests a GPU machine must run: those on CUDA tensors and those of the Triton kernels.
+# bench/gpu_check.sh selects them with -m gpu; -k would also match the checkout's directory
+# names, which pytest counts among every test's keywords.
+GPU_WORDS = ("cuda", "kernel", "triton")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        test_id = item.nodeid.lower()
+        if any(word in test_id for word in GPU_WORDS):
+            item.add_marker(pytest.mark.gpu)
