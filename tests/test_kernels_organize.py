@@ -2,6 +2,7 @@
 
 from helpers import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
 import contextlib
+import math
 from unittest import mock
 
 import pytest
@@ -117,10 +118,14 @@ def organize_cases(draw):
     first = draw(st.sampled_from(SCORE_DTYPES))
     choose = lambda n: draw(st.integers(0, n - 1))  # noqa: E731
     score_list, token_list, parents_list = [], [], []
+    has_inf = [False] * bs  # at most one +inf a request row, over all its steps
     for i in range(steps):
         dtype = draw(st.sampled_from(SCORE_DTYPES)) if mixed else first
         rows, start = (1, 0) if i == 0 else (k, k + k * k * (i - 1))
-        values = [hard_scores(choose, rows * k, dtype, start=start) for _ in range(bs)]
+        values = [
+            hard_scores(choose, rows * k, dtype, start=start, inf=not has_inf[b]) for b in range(bs)
+        ]
+        has_inf = [before or math.inf in row for before, row in zip(has_inf, values, strict=True)]
         score_list.append(torch.tensor(values, dtype=dtype).reshape(bs, rows, k))
         token_list.append(torch.randint(0, 1000, (bs, rows * k)))
         parents_list.append(torch.randint(-1, width, (bs, k + (i == 0))))

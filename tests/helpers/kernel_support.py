@@ -74,14 +74,15 @@ def neighbours(value, ulps, dtype):
     return from_bits([bits + ulps], dtype).item()
 
 
-def hard_scores(draw_choice, width, dtype, *, start=0, signed=True):
+def hard_scores(draw_choice, width, dtype, *, start=0, signed=True, inf=True):
     """A row of ``width`` scores that stresses the ranking, as Python floats exact in dtype.
 
     ``draw_choice(n)`` picks an int in ``[0, n)``. Entries: zeros of both signs, the two
     smallest subnormals, exact ties, one-ulp neighbours of 0.25/0.5/1, -inf, NaN, at most
     one +inf, and negative values, distinct across flat indices ``start + g`` (torch leaves
     the order of equal negative scores unspecified: probabilities never are). ``signed=False``
-    leaves out +inf and negatives, for inputs whose products must not tie below zero.
+    leaves out +inf and negatives, for inputs whose products must not tie below zero;
+    ``inf=False`` leaves out +inf alone, for a row whose earlier part already holds one.
     """
     low = [
         0.0,
@@ -103,7 +104,7 @@ def hard_scores(draw_choice, width, dtype, *, start=0, signed=True):
     # Half the rows draw from the bottom of the order only, so that the cut between selected
     # and dropped falls among zeros, subnormals, NaN and -inf too.
     pool = low if draw_choice(2) else low + high
-    row, has_inf = [], False
+    row, has_inf = [], not inf
     for g in range(width):
         choice = draw_choice(len(pool) + 2)
         if choice < len(pool):
