@@ -17,7 +17,7 @@ from torch import Tensor
 from torch.compiler import is_compiling
 
 from ._memo import CachedTensors, memoized
-from .arguments import as_device, require_config, require_int
+from .arguments import as_device, require_config, require_int, require_type
 from .config import DraftConfig
 from .contracts import Arg, contract
 from .layout import assemble, bitpack, layout_mask
@@ -161,14 +161,11 @@ def organize_chain(constants: ChainConstants, topk_index: Tensor) -> DraftTree:
 
 def chain_args(constants: Any, topk_index: Any) -> tuple[ChainConstants, Tensor]:
     """:func:`organize_chain`'s arguments, checked, as :func:`chain_core` takes them."""
-    where, kind = "organize_chain", type(constants).__name__
-    if type(constants) is not ChainConstants:
-        raise TypeError(f"{where}: constants must be ChainConstants, got {kind}")
-    device = constants.parents.device
-    CHAIN(constants.config, topk_index, device=device, device_label="constants")
-    if topk_index.shape[0] > constants.max_bs:
-        rows = f"bs = {topk_index.shape[0]} rows, more than constants.max_bs = {constants.max_bs}"
-        raise ValueError(f"{where}: topk_index has {rows}")
+    require_type("organize_chain", "constants", constants, ChainConstants, "ChainConstants")
+    CHAIN(constants.config, topk_index, device=constants.parents.device, device_label="constants")
+    if (bs := topk_index.shape[0]) > constants.max_bs:
+        rows = f"bs = {bs} rows, more than constants.max_bs = {constants.max_bs}"
+        raise ValueError(f"organize_chain: topk_index has {rows}")
     return constants, topk_index
 
 

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch.compiler import is_compiling
 
-from .arguments import require_config, require_tensor, show
+from .arguments import require_config, require_tensor, require_type, show
 from .config import DraftConfig
 
 FLOAT, INT64 = "float", "int64"
@@ -121,22 +121,16 @@ class Contract:
         """The tensor arguments in slot order, containers checked (their errors are exact)."""
         flat: list[Any] = []
         for (name, spec), value in zip(self.args, values, strict=True):
-            got = type(value).__name__
-            if isinstance(spec, Fields) and not isinstance(value, spec.type):
-                raise TypeError(f"{where}: {name} must be a {spec.type.__name__}, got {got}")
             if isinstance(spec, Fields):
+                require_type(where, name, value, spec.type, f"a {spec.type.__name__}")
                 flat += [getattr(value, field) for field, _ in spec.args]
             elif spec.later is None:
                 flat.append(value)
-            elif not isinstance(value, (list, tuple)):
-                raise TypeError(
-                    f"{where}: {name} must be a list of {_steps(cfg)} tensors, got {got}"
-                )
-            elif len(value) != cfg.num_steps:
-                raise ValueError(
-                    f"{where}: {name} must hold {_steps(cfg)} tensors, got {len(value)}"
-                )
             else:
+                steps = f"num_steps = {cfg.num_steps} tensors"
+                require_type(where, name, value, (list, tuple), f"a list of {steps}")
+                if len(value) != cfg.num_steps:
+                    raise ValueError(f"{where}: {name} must hold {steps}, got {len(value)}")
                 flat += value
         return flat
 
@@ -193,10 +187,6 @@ def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -
             return
     wanted = " or ".join(f"{shape} = {_show(shape, env)}" for shape in shapes)
     raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {got}")
-
-
-def _steps(cfg: DraftConfig) -> str:
-    return f"num_steps = {cfg.num_steps}"
 
 
 def _unbound(dim: str, env: dict[str, int]) -> bool:

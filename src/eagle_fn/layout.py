@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .arguments import require_int
+from .arguments import require_int, require_type
 from .config import DraftConfig
 from .contracts import Arg, contract, fields
 from .types import (
@@ -99,8 +99,7 @@ def verify_args(
     site = {"where": where, "device": device, "device_label": device_label}
     BUILD_VERIFY(cfg, tree, bonus_tokens, seq_lens, **site)
     n = cfg.num_draft_tokens
-    if type(mask_mode) is not MaskMode:
-        raise TypeError(f"{where}: mask_mode must be a MaskMode, got {type(mask_mode).__name__}")
+    require_type(where, "mask_mode", mask_mode, MaskMode, "a MaskMode")
     if mask_mode is MaskMode.BITPACKED and n > max(BITPACKED_DTYPES):
         raise ValueError(f"{where}: {bitpacked_limit(n)}")
     total = full_mask_length(where, seq_lens, n, seq_lens_sum) if mask_mode is MaskMode.FULL else 0

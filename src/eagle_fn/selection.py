@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ._memo import memoized
-from .arguments import require_config
+from .arguments import require_config, require_int
 from .config import DraftConfig
 from .contracts import FLOAT, Arg, contract
 from .types import DraftStep
@@ -140,10 +140,7 @@ def select_args(
     """:func:`select_top_k`'s arguments, checked (the step, then that step's contract)."""
     where = "select_top_k"
     cfg = require_config(where, cfg)
-    if not isinstance(step, int) or isinstance(step, bool):
-        raise TypeError(f"{where}: step must be an int, got {type(step).__name__}")
-    if not 0 <= step < cfg.num_steps:
-        raise ValueError(f"{where}: step must be in [0, num_steps = {cfg.num_steps}), got {step}")
+    require_int(where, "step", step, 0, ("num_steps", cfg.num_steps))
     if (scores is None) != (step == 0):
         raise ValueError(f"{where}: {_SCORES_AT[step == 0].format(step=step)}")
     if step == 0:
