@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig
-from eagle_fn.contracts import Arg, contract
+from eagle_fn.contracts import FLOAT, Arg, contract
 from eagle_fn.organize import MULTILAYER, ORGANIZE_TREE
 
 CHAIN = DraftConfig.chain(3)
@@ -93,7 +93,7 @@ def test_list_arguments_take_the_full_path():
 
 
 def test_mixed_float_dtypes_pass_both_tiers_alike():
-    pair = contract("pair", config=False, p=Arg("[n]", "float"), q=Arg("[n]", "float"))
+    pair = contract("pair", config=False, p=Arg("[n]", FLOAT), q=Arg("[n]", FLOAT))
     p, q = torch.zeros(3), torch.zeros(3, dtype=torch.float16)
     assert fits(pair, None, p, q)
     pair.check(None, p, q)
@@ -112,7 +112,7 @@ def test_a_tensor_subclass_is_remembered_apart():
 
 
 def test_a_contract_without_config_binds_its_own_symbols():
-    pair = contract("pair", config=False, a=Arg("[n, 2]"), b=Arg("[n]", "float"))
+    pair = contract("pair", config=False, a=Arg("[n, 2]"), b=Arg("[n]", FLOAT))
     a, b = torch.zeros(4, 2, dtype=torch.int64), torch.zeros(4)
     assert fits(pair, None, a, b)
     assert fits(pair, None, a, b)

@@ -24,13 +24,27 @@ from torch.compiler import is_compiling
 from .arguments import require_config, require_tensor, require_type, show
 from .config import DraftConfig
 
-FLOAT, INT64 = "float", "int64"
 SCORE_DTYPES = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
 # All that check reads of a tensor, read in C: equal signatures, equal verdicts.
 _SIGNATURE = operator.attrgetter("__class__", "shape", "dtype", "device", "layout")
 _REMEMBERED = 4096  # accepted signatures kept per contract (a bs range, a few dtypes)
-_FLOATS = "a floating-point tensor (float16, bfloat16, float32 or float64)"
-_DTYPES = {INT64: ("an int64 tensor", {torch.int64}), FLOAT: (_FLOATS, SCORE_DTYPES)}
+
+
+class Dtypes(NamedTuple):
+    """A dtype class: what messages call it, and its members."""
+
+    kind: str
+    members: frozenset[torch.dtype]
+
+
+INT64 = Dtypes("an int64 tensor", frozenset((torch.int64,)))
+FLOAT = Dtypes("a floating-point tensor (float16, bfloat16, float32 or float64)", SCORE_DTYPES)
+
+
+class _Slot(NamedTuple):
+    name: str  # as messages print it: "score_list[1]", "tree.parent_list"
+    shape: str
+    dtype: Dtypes
 
 
 @dataclass(frozen=True)
@@ -39,8 +53,25 @@ class Arg:
     ``later``, a list of ``num_steps`` tensors, ``shape`` the first step's, ``later`` the rest's."""
 
     shape: str
-    dtype: str = INT64
+    dtype: Dtypes = INT64
     later: str | None = None
+
+    def slots(self, name: str, cfg: Any) -> list[_Slot]:
+        """One slot for each tensor the argument holds, named as messages print it."""
+        if self.later is None:
+            return [_Slot(name, self.shape, self.dtype)]
+        shapes = [self.shape] + [self.later] * (cfg.num_steps - 1)
+        return [_Slot(f"{name}[{i}]", shape, self.dtype) for i, shape in enumerate(shapes)]
+
+    def flat(self, where: str, name: str, value: Any, cfg: Any) -> list[Any]:
+        """The argument's tensors; a list's type and length checked."""
+        if self.later is None:
+            return [value]
+        steps = f"num_steps = {cfg.num_steps} tensors"
+        require_type(where, name, value, (list, tuple), f"a list of {steps}")
+        if len(value) != cfg.num_steps:
+            raise ValueError(f"{where}: {name} must hold {steps}, got {len(value)}")
+        return list(value)
 
 
 @dataclass(frozen=True)
@@ -50,11 +81,14 @@ class Fields:
     type: type
     args: tuple[tuple[str, Arg], ...]
 
+    def slots(self, name: str, cfg: Any) -> list[_Slot]:
+        """One slot for each listed field."""
+        return [_Slot(f"{name}.{field}", arg.shape, arg.dtype) for field, arg in self.args]
 
-class _Slot(NamedTuple):
-    name: str  # as messages print it: "score_list[1]", "tree.parent_list"
-    shape: str
-    dtype: str
+    def flat(self, where: str, name: str, value: Any, cfg: Any) -> list[Any]:
+        """The listed fields of ``value``, once its type is checked."""
+        require_type(where, name, value, self.type, f"a {self.type.__name__}")
+        return [getattr(value, field) for field, _ in self.args]
 
 
 @dataclass(frozen=True, eq=False)  # identity hash: cheap cache keys for module constants
@@ -104,8 +138,8 @@ class Contract:
         for slot, value in zip(_slots(self, cfg), self._tensors(cfg, values, where), strict=True):
             tensor = require_tensor(where, slot.name, value)
             _check_shape(where, slot, tensor, env)
-            kind, dtypes = _DTYPES[slot.dtype]
-            if tensor.dtype not in dtypes:
+            kind, members = slot.dtype
+            if tensor.dtype not in members:
                 raise TypeError(f"{where}: {slot.name} must be {kind}, got {tensor.dtype}")
             seen, label = seen or tensor.device, label or slot.name
             if tensor.device != seen:
@@ -121,17 +155,7 @@ class Contract:
         """The tensor arguments in slot order, containers checked (their errors are exact)."""
         flat: list[Any] = []
         for (name, spec), value in zip(self.args, values, strict=True):
-            if isinstance(spec, Fields):
-                require_type(where, name, value, spec.type, f"a {spec.type.__name__}")
-                flat += [getattr(value, field) for field, _ in spec.args]
-            elif spec.later is None:
-                flat.append(value)
-            else:
-                steps = f"num_steps = {cfg.num_steps} tensors"
-                require_type(where, name, value, (list, tuple), f"a list of {steps}")
-                if len(value) != cfg.num_steps:
-                    raise ValueError(f"{where}: {name} must hold {steps}, got {len(value)}")
-                flat += value
+            flat += spec.flat(where, name, value, cfg)
         return flat
 
     def batch_shapes(self, cfg: DraftConfig) -> dict[str, str | tuple[str, ...]]:
@@ -201,16 +225,7 @@ def _show(shape: str, env: dict[str, int]) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _slots(contract: Contract, cfg: Any) -> tuple[_Slot, ...]:
-    slots = []
-    for name, spec in contract.args:
-        if isinstance(spec, Fields):
-            slots += [_Slot(f"{name}.{f}", arg.shape, arg.dtype) for f, arg in spec.args]
-        elif spec.later is None:
-            slots.append(_Slot(name, spec.shape, spec.dtype))
-        else:
-            shapes = [spec.shape] + [spec.later] * (cfg.num_steps - 1)
-            slots += [_Slot(f"{name}[{i}]", s, spec.dtype) for i, s in enumerate(shapes)]
-    return tuple(slots)
+    return tuple(slot for name, spec in contract.args for slot in spec.slots(name, cfg))
 
 
 def symbols(cfg: DraftConfig | None) -> dict[str, int]:
