@@ -57,6 +57,14 @@ def test_tree_accepts_a_later_sibling():
     assert verdict.predicts[verdict.accept_index[1, :3]].tolist() == [22, 26, 88]
 
 
+def test_links_are_the_three_retrieve_fields_in_walk_order():
+    vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
+    index, next_token, next_sibling = vt.links
+    assert index is vt.retrieve_index
+    assert next_token is vt.retrieve_next_token
+    assert next_sibling is vt.retrieve_next_sibling
+
+
 def test_first_matching_sibling_wins():
     # Two root children carry the same token: the lower node (first in sibling order) wins.
     cfg = DraftConfig(2, 1, 3)

@@ -138,11 +138,10 @@ def select_args(
     cfg: Any, step: Any, topk_p: Any, topk_index: Any, scores: Any = None
 ) -> tuple[Any, ...]:
     """:func:`select_top_k`'s arguments, checked (the step, then that step's contract)."""
-    where = "select_top_k"
-    cfg = require_config(where, cfg)
-    require_int(where, "step", step, 0, ("num_steps", cfg.num_steps))
+    cfg = require_config("select_top_k", cfg)
+    require_int("select_top_k", "step", step, 0, ("num_steps", cfg.num_steps))
     if (scores is None) != (step == 0):
-        raise ValueError(f"{where}: {_SCORES_AT[step == 0].format(step=step)}")
+        raise ValueError(f"select_top_k: {_SCORES_AT[step == 0].format(step=step)}")
     if step == 0:
         SELECT_FIRST(cfg, topk_p, topk_index)
     else:

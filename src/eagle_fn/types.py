@@ -70,6 +70,12 @@ class VerifyTree(NamedTuple):
     retrieve_next_token: Tensor  # [bs, N] first child of each node
     retrieve_next_sibling: Tensor  # [bs, N] next child of the same parent
 
+    @property
+    def links(self) -> tuple[Tensor, Tensor, Tensor]:
+        """What verification walks: ``retrieve_index``, ``retrieve_next_token`` and
+        ``retrieve_next_sibling``."""
+        return self.retrieve_index, self.retrieve_next_token, self.retrieve_next_sibling
+
 
 class GreedyVerdict(NamedTuple):
     """What verification accepted and which tokens to commit (greedy and sampled alike)."""

@@ -60,9 +60,7 @@ def verify_greedy(
 def greedy_args(cfg: Any, verify_tree: Any, target_predict: Any) -> tuple[Any, ...]:
     """:func:`verify_greedy`'s arguments, checked, as :func:`greedy_core` takes them."""
     VERIFY_GREEDY(cfg, verify_tree, target_predict)
-    vt, flat = verify_tree, target_predict.reshape(-1)  # [bs * N]
-    links = (vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
-    return cfg, vt.draft_tokens, *links, flat
+    return cfg, verify_tree.draft_tokens, *verify_tree.links, target_predict.reshape(-1)
 
 
 def greedy_core(

@@ -57,10 +57,9 @@ def _sample(cfg: DraftConfig, verify_tree: VerifyTree, q: Tensor, *args: Any) ->
     vocab = q.shape[-1]
     rows = q.reshape(bs * n, vocab)  # [bs * N, V]
     draft = rows if p is None else p.reshape(bs * n, vocab)  # [bs * N, V] unread without p
-    links = (vt.retrieve_index, vt.retrieve_next_token, vt.retrieve_next_sibling)
     accept_index, num_accepted, predicts = call(
         VERIFY_SAMPLING,
-        vt.draft_tokens, *links, rows, draft, uniforms, final_uniforms, cfg.num_steps,
+        vt.draft_tokens, *vt.links, rows, draft, uniforms, final_uniforms, cfg.num_steps,
         float(single), max(float(acc), THRESHOLD_ACC_FLOOR), p is not None,
     )  # fmt: skip
     return GreedyVerdict(accept_index, num_accepted, predicts)
