@@ -11,11 +11,17 @@ per call (the loop timed with one synchronize at its end):
 
 - ``public``: the ``eagle_fn.kernels`` function, checks and allocation included;
 - ``jit``: ``kernel[grid](*args)``, Triton's own launch of the same arguments, alone;
+- ``bind``: the part of that launch that binds the arguments and finds the cache key, the
+  Python cost of each argument (Triton's ``JITFunction.run`` internals, built for this GPU, or
+  for a Hopper GPU where there is none: this column needs no GPU, and Triton's interpreter
+  need not be on);
 - ``compiled``: the compiled kernel that launch returned, called directly (no argument
   binding or specialization: what a cached fast path could cost), where this Triton has it;
 - ``empty``: one ``torch.empty`` of the stage's first output shape on the device.
 
 Diagnostic only: nothing here checks values, and no code path of eagle_fn uses ``compiled``.
+On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``public`` (the interpreter's launch
+included) and ``bind`` mean anything.
 """
 
 from __future__ import annotations
@@ -77,6 +83,27 @@ def compiled_runner(
     return lambda: runner(*bound)
 
 
+def bind_runner(kernel: Any, args: tuple[Any, ...], options: dict[str, Any]) -> Callable[[], Any]:
+    """What ``JITFunction.run`` does per call before it launches: bind, specialize, key."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime import driver
+    from triton.runtime.jit import JITFunction, compute_cache_key, create_function_from_signature
+
+    jit = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)  # interpreted
+    on_gpu = torch.cuda.is_available()
+    target = driver.active.get_current_target() if on_gpu else GPUTarget("cuda", 90, 32)
+    binder = create_function_from_signature(jit.signature, jit.params, make_backend(target))
+    keys: dict[Any, Any] = {}
+    kwargs = {**options, "debug": False, "instrumentation_mode": ""}  # as run() adds them
+
+    def bind() -> None:
+        _, specialization, found = binder(*args, **kwargs)
+        compute_cache_key(keys, specialization, found)
+
+    return bind
+
+
 def stages(device: torch.device) -> dict[str, Callable[[], Any]]:
     case = TREE_TARGET
     cfg = case.config
@@ -103,8 +130,8 @@ def main() -> None:
     options = parser.parse_args()
     calls, device = options.calls, torch.device(options.device)
     print(f"bench/launch_overhead.py on {device}, bs {TREE_TARGET.bs}, {TREE_TARGET.config}")
-    print("| stage | args | public µs | jit µs | compiled µs | empty µs |")
-    print("|---|---|---|---|---|---|")
+    print("| stage | args | public µs | jit µs | bind µs | compiled µs | empty µs |")
+    print("|---|---|---|---|---|---|---|")
     for name, stage in stages(device).items():
         print(row(name, stage, device, calls))
 
@@ -114,6 +141,7 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
     kernel, programs, args, options = captured_launch(stage)
     public = per_call_us(stage, device, calls)
     jit = per_call_us(lambda: kernel[(programs,)](*args, **options), device, calls)
+    bind = per_call_us(bind_runner(kernel, args, options), device, calls)
     try:
         compiled = (
             f"{per_call_us(compiled_runner(kernel, programs, args, options), device, calls):.1f}"
@@ -123,7 +151,8 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
     shape = next(a.shape for a in args if isinstance(a, torch.Tensor))
     empty = per_call_us(lambda: torch.empty(shape, device=device), device, calls)
     count = len(args) + len(options)
-    return f"| {name} | {count} | {public:.1f} | {jit:.1f} | {compiled} | {empty:.1f} |"
+    figures = f"{public:.1f} | {jit:.1f} | {bind:.1f} | {compiled} | {empty:.1f}"
+    return f"| {name} | {count} | {figures} |"
 
 
 if __name__ == "__main__":

@@ -26,5 +26,5 @@ def test_every_stage_gets_a_row():
         "select_top_k step 1",
     ]
     # The interpreter has no compiled kernel to call directly; the other figures are numbers.
-    assert all("n/a" in row.split(" | ")[4] for row in rows)
-    assert all(float(row.strip("| ").split(" | ")[i]) > 0 for row in rows for i in (2, 3, 5))
+    assert all("n/a" in row.split(" | ")[5] for row in rows)
+    assert all(float(row.strip("| ").split(" | ")[i]) > 0 for row in rows for i in (2, 3, 4, 6))

@@ -13,6 +13,7 @@ from torch._dynamo.utils import counters
 
 from helpers.drafts import KINDS, configs, draft_lists, step_inputs
 from eagle_fn import DraftConfig, _compile, kernels, organize_tree, select_top_k
+from eagle_fn.kernels import _slots
 from eagle_fn.kernels import organize as kernel_organize
 from eagle_fn.kernels import selection as kernel_selection
 from eagle_fn.profiling import OpCounter
@@ -255,11 +256,12 @@ def test_organize_follows_the_rule_on_wide_rows(cfg, dtype, device):
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_organize_reads_more_steps_than_slots(path, device):
-    # 18 steps: the op concatenates the tail of each list into its last kernel slot. 70
-    # candidates: two tiles when counting pairs.
-    cfg = DraftConfig(2, 18, 20)
-    gen = torch.Generator().manual_seed(18)
+@pytest.mark.parametrize("steps", [_slots.MAX_SLOTS, _slots.MAX_SLOTS + 1, 18])
+def test_organize_reads_more_steps_than_slots(path, steps, device):
+    # Past MAX_SLOTS steps the op concatenates the tail of each list into its last kernel
+    # slot. 18 steps, 70 candidates: two tiles when counting pairs.
+    cfg = DraftConfig(2, steps, steps + 2)
+    gen = torch.Generator().manual_seed(steps)
     with ranking_by(path):
         assert_organize_matches(cfg, draft_lists(cfg, 2, gen, "ties", device), device)
 

@@ -1,10 +1,12 @@
-"""Slot lists in Triton: read the concatenation of up to 16 tensors without concatenating.
+"""Slot lists in Triton: read the concatenation of up to 8 tensors without concatenating.
 
 A draft loop hands over one tensor per step. A kernel cannot take a list of pointers, so each
-list travels as 16 pointer arguments (``None`` for the unused ones, which costs nothing: Triton
-makes a ``None`` argument a compile-time constant). Slot ``0`` holds ``FIRST`` entries per row,
-each later slot ``STEP``, and the last slot runs to ``TOTAL``: a longer list is passed with its
-tail concatenated into the last slot, which is where that layout puts it.
+list travels as 8 pointer arguments, ``None`` for the unused ones. A ``None`` becomes a
+compile-time constant, free on the GPU, but Triton's launcher still binds and hashes every
+argument on the host: 8 slots rather than 16 take 24 arguments off the organize launch
+(docs/kernels.md). Slot ``0`` holds ``FIRST`` entries per row, each later slot ``STEP``, and
+the last slot runs to ``TOTAL``: a longer list is passed with its tail concatenated into the
+last slot, which is where that layout puts it.
 """
 
 # ruff: noqa: ANN001, ANN202, N803  (Triton kernels: untyped tensor args, CAPS constexprs)
@@ -19,7 +21,7 @@ from torch import Tensor
 
 from ._floats import widen
 
-MAX_SLOTS = 16
+MAX_SLOTS = 8
 
 
 def slot_args(tensors: list[Tensor]) -> list[Tensor | None]:
@@ -32,7 +34,7 @@ def slot_args(tensors: list[Tensor]) -> list[Tensor | None]:
 
 
 @triton.jit
-def pick(j: tl.constexpr, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15):
+def pick(j: tl.constexpr, a0, a1, a2, a3, a4, a5, a6, a7):
     """Argument ``a<j>`` for a compile-time ``j``."""
     if j == 0:
         slot = a0
@@ -48,24 +50,8 @@ def pick(j: tl.constexpr, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12,
         slot = a5
     elif j == 6:
         slot = a6
-    elif j == 7:
-        slot = a7
-    elif j == 8:
-        slot = a8
-    elif j == 9:
-        slot = a9
-    elif j == 10:
-        slot = a10
-    elif j == 11:
-        slot = a11
-    elif j == 12:
-        slot = a12
-    elif j == 13:
-        slot = a13
-    elif j == 14:
-        slot = a14
     else:
-        slot = a15
+        slot = a7
     return slot
 
 
@@ -83,14 +69,6 @@ def load_slots(
     a5,
     a6,
     a7,
-    a8,
-    a9,
-    a10,
-    a11,
-    a12,
-    a13,
-    a14,
-    a15,
     SLOTS: tl.constexpr,
     FIRST: tl.constexpr,
     STEP: tl.constexpr,
@@ -101,7 +79,7 @@ def load_slots(
     ``acc`` keeps its values where ``mask`` is off or ``flat`` is past ``TOTAL``.
     """
     for j in tl.static_range(SLOTS):
-        slot = pick(j, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
+        slot = pick(j, a0, a1, a2, a3, a4, a5, a6, a7)
         start = 0 if j == 0 else FIRST + STEP * (j - 1)
         end = TOTAL if j == SLOTS - 1 else FIRST + STEP * j
         inside = mask & (flat >= start) & (flat < end)

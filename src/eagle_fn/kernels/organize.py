@@ -72,7 +72,7 @@ def _organize_tree(
 
 
 @triton.jit
-def _keys(flat, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
+def _keys(flat, row, s0, s1, s2, s3, s4, s5, s6, s7,
           SLOTS: tl.constexpr, K: tl.constexpr, W: tl.constexpr, WIDE: tl.constexpr,
           BLOCK: tl.constexpr):  # fmt: skip
     """Ranking keys of candidates ``flat`` (``-inf`` past ``W``). ``[BLOCK]``."""
@@ -80,19 +80,17 @@ def _keys(flat, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
         floor = tl.full([BLOCK], float("-inf"), tl.float64)
     else:
         floor = tl.full([BLOCK], float("-inf"), tl.float32)
-    scores = load_slots(floor, flat, row, flat < W,
-                        s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
+    scores = load_slots(floor, flat, row, flat < W, s0, s1, s2, s3, s4, s5, s6, s7,
                         SLOTS, K, K * K, W)  # fmt: skip
     return rank_key(scores, WIDE)
 
 
 @triton.jit
-def _tokens(flat, row, mask, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14,
-            t15, SLOTS: tl.constexpr, K: tl.constexpr, W: tl.constexpr,
-            BLOCK: tl.constexpr):  # fmt: skip
+def _tokens(flat, row, mask, t0, t1, t2, t3, t4, t5, t6, t7, SLOTS: tl.constexpr,
+            K: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
     """Tokens of candidates ``flat`` where ``mask`` (0 elsewhere). ``[BLOCK]`` int64."""
     return load_slots(tl.zeros([BLOCK], tl.int64), flat, row, mask,
-                      t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
+                      t0, t1, t2, t3, t4, t5, t6, t7,
                       SLOTS, K, K * K, W)  # fmt: skip
 
 
@@ -109,22 +107,22 @@ def _emit(g, chosen, tokens, before, row, index_out, token_out, N1: tl.constexpr
 
 @triton.jit
 def _copy_parents(row, parent_out,
-                  p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
+                  p0, p1, p2, p3, p4, p5, p6, p7,
                   SLOTS: tl.constexpr, K: tl.constexpr, PW: tl.constexpr,
                   BLOCK: tl.constexpr):  # fmt: skip
     """Row ``row`` of the parent table: the parents entries of every step but the last."""
     for c0 in range(0, PW, BLOCK):
         c = c0 + tl.arange(0, BLOCK)  # [BLOCK]
         parents = load_slots(tl.zeros([BLOCK], tl.int64), c, row, c < PW,
-                             p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
+                             p0, p1, p2, p3, p4, p5, p6, p7,
                              SLOTS, K + 1, K, PW)  # fmt: skip
         tl.store(parent_out + row * PW + c, parents, mask=c < PW)
 
 
 @triton.jit
 def _select_by_rank(row, index_out, token_out,
-                    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
-                    t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
+                    s0, s1, s2, s3, s4, s5, s6, s7,
+                    t0, t1, t2, t3, t4, t5, t6, t7,
                     K: tl.constexpr, SLOTS: tl.constexpr, W: tl.constexpr, N1: tl.constexpr,
                     WIDE: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
     """rank(g) by counting, tile against tile (W² compares); writes the selected candidates
@@ -133,17 +131,16 @@ def _select_by_rank(row, index_out, token_out,
     selected = tl.full([], 0, tl.int32)  # selected candidates in earlier tiles
     for g0 in range(0, W, BLOCK):
         g = g0 + lanes  # [BLOCK]
-        key_g = _keys(g, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
-                      s14, s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
+        key_g = _keys(g, row, s0, s1, s2, s3, s4, s5, s6, s7, SLOTS, K, W, WIDE, BLOCK)
         better = tl.zeros([BLOCK], tl.int32)  # [BLOCK]
         for h0 in range(0, W, BLOCK):
             h = h0 + lanes  # [BLOCK]
-            key_h = _keys(h, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12,
-                          s13, s14, s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
+            key_h = _keys(h, row, s0, s1, s2, s3, s4, s5, s6, s7,
+                          SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
             better += count_better(key_g, g, key_h, h)
         chosen = (g < W) & (better < N1)  # [BLOCK]
-        tokens = _tokens(g, row, chosen, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11,
-                         t12, t13, t14, t15, SLOTS, K, W, BLOCK)  # fmt: skip
+        tokens = _tokens(g, row, chosen, t0, t1, t2, t3, t4, t5, t6, t7,
+                         SLOTS, K, W, BLOCK)  # fmt: skip
         selected += _emit(g, chosen, tokens, selected, row, index_out, token_out, N1)
 
 
@@ -161,9 +158,9 @@ def _above_threshold(key, N1: tl.constexpr, BITS: tl.constexpr):
 
 @triton.jit
 def _organize_tree_kernel(
-    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
-    t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
-    p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15,
+    s0, s1, s2, s3, s4, s5, s6, s7,
+    t0, t1, t2, t3, t4, t5, t6, t7,
+    p0, p1, p2, p3, p4, p5, p6, p7,
     parent_out, index_out, token_out,
     K: tl.constexpr, SLOTS: tl.constexpr, PARENT_SLOTS: tl.constexpr, W: tl.constexpr,
     N1: tl.constexpr, PW: tl.constexpr, WIDE: tl.constexpr, BY_RANK: tl.constexpr,
@@ -174,23 +171,23 @@ def _organize_tree_kernel(
     row = tl.program_id(0).to(tl.int64)
     if BY_RANK:
         _select_by_rank(row, index_out, token_out,
-                        s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15,
-                        t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15,
+                        s0, s1, s2, s3, s4, s5, s6, s7,
+                        t0, t1, t2, t3, t4, t5, t6, t7,
                         K, SLOTS, W, N1, WIDE, BLOCK)  # fmt: skip
-        _copy_parents(row, parent_out, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12,
-                      p13, p14, p15, PARENT_SLOTS, K, PW, BLOCK)  # fmt: skip
+        _copy_parents(row, parent_out, p0, p1, p2, p3, p4, p5, p6, p7,
+                      PARENT_SLOTS, K, PW, BLOCK)  # fmt: skip
     else:
         # The whole row in one block, selected above a threshold.
         lanes = tl.arange(0, BLOCK)  # [BLOCK]
-        key = _keys(lanes, row, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
-                    s15, SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
+        key = _keys(lanes, row, s0, s1, s2, s3, s4, s5, s6, s7,
+                    SLOTS, K, W, WIDE, BLOCK)  # fmt: skip
         key = tl.where(lanes < W, order_key(key, WIDE), 0)  # [BLOCK] 0 past W: below all
         # Every token and the parent table now, while the keys load: they need no ranking,
         # and their latency hides under the keys' instead of following the selection.
-        tokens = _tokens(lanes, row, lanes < W, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10,
-                         t11, t12, t13, t14, t15, SLOTS, K, W, BLOCK)  # fmt: skip
-        _copy_parents(row, parent_out, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12,
-                      p13, p14, p15, PARENT_SLOTS, K, PW, BLOCK)  # fmt: skip
+        tokens = _tokens(lanes, row, lanes < W, t0, t1, t2, t3, t4, t5, t6, t7,
+                         SLOTS, K, W, BLOCK)  # fmt: skip
+        _copy_parents(row, parent_out, p0, p1, p2, p3, p4, p5, p6, p7,
+                      PARENT_SLOTS, K, PW, BLOCK)  # fmt: skip
         chosen = _above_threshold(key, N1, BITS)  # [BLOCK]
         _emit(lanes, chosen, tokens, 0, row, index_out, token_out, N1)
 
