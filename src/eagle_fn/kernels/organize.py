@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -39,14 +42,13 @@ def _organize_tree(
     num_draft_tokens: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
     first = parents_list[0]  # [bs, k + 1] int64
-    bs, k, steps = first.shape[0], topk, len(parents_list)
-    parent_width = k * (steps - 1) + 1 if steps > 1 else 0  # a plain int
+    bs, steps = first.shape[0], len(parents_list)
+    wide = any(t.dtype == torch.float64 for t in score_list)
+    widths = RANK_WIDTH, SELECT_WIDTH  # read per call: tests move them to force a path
+    parent_width, constants = _launch_plan(topk, steps, num_draft_tokens, wide, widths)
     parent_list = first.new_empty((bs, parent_width))  # [bs, parent_width]
     top = first.new_empty((bs, num_draft_tokens - 1))  # [bs, N - 1]
     tokens = first.new_empty((bs, num_draft_tokens - 1))  # [bs, N - 1]
-    width = k + (steps - 1) * k * k  # num_candidates
-    by_rank = width <= RANK_WIDTH or width > SELECT_WIDTH
-    width_block = block(width) if by_rank else max(MIN_BLOCK, power_of_2(width))
     launch(
         _organize_tree_kernel,
         bs,
@@ -56,19 +58,35 @@ def _organize_tree(
         parent_list,
         top,
         tokens,
-        K=k,
-        SLOTS=min(steps, MAX_SLOTS),
-        PARENT_SLOTS=min(steps - 1, MAX_SLOTS),
-        W=width,
-        N1=num_draft_tokens - 1,
-        PW=parent_width,
-        WIDE=any(t.dtype == torch.float64 for t in score_list),
-        BY_RANK=by_rank,
-        BITS=4 if width_block <= 512 else 2,  # 2**BITS x BLOCK compares a round: <= 8192
-        BLOCK=width_block,
-        num_warps=4 if width_block <= 2048 else 8,
+        **constants,
     )
     return parent_list, top, tokens
+
+
+@functools.cache
+def _launch_plan(
+    k: int, steps: int, n: int, wide: bool, widths: tuple[int, int]
+) -> tuple[int, dict[str, Any]]:
+    """The parent table's width and the launch's constants, worked out once per draft shape
+    and ranking widths (``RANK_WIDTH``, ``SELECT_WIDTH``): every eager call would pay for
+    them in host time."""
+    parent_width = k * (steps - 1) + 1 if steps > 1 else 0
+    width = k + (steps - 1) * k * k  # num_candidates
+    by_rank = width <= widths[0] or width > widths[1]
+    width_block = block(width) if by_rank else max(MIN_BLOCK, power_of_2(width))
+    return parent_width, {
+        "K": k,
+        "SLOTS": min(steps, MAX_SLOTS),
+        "PARENT_SLOTS": min(steps - 1, MAX_SLOTS),
+        "W": width,
+        "N1": n - 1,
+        "PW": parent_width,
+        "WIDE": wide,
+        "BY_RANK": by_rank,
+        "BITS": 4 if width_block <= 512 else 2,  # 2**BITS x BLOCK compares a round: <= 8192
+        "BLOCK": width_block,
+        "num_warps": 4 if width_block <= 2048 else 8,
+    }
 
 
 @triton.jit
