@@ -80,12 +80,11 @@ def check_build_reference(cfg, tree, bonus, seq_lens, mode):
     assert_layout_equals(got, ref, cfg, bonus.shape[0])
 
 
-def check_greedy(cfg, vt, target, *, with_reference=True):
+def check_greedy(cfg, vt, target):
     got = kgreedy.verify_greedy(cfg, vt, target)
     assert_trees_equal(got, verify_greedy(cfg, vt, target))
-    if with_reference:
-        ref = reference.verify_greedy(cfg, on(vt, "cpu"), target.cpu())
-        assert_verdict_equals(got, ref, cfg, vt.retrieve_index.shape[0])
+    ref = reference.verify_greedy(cfg, on(vt, "cpu"), target.cpu())
+    assert_verdict_equals(got, ref, cfg, vt.retrieve_index.shape[0])
     return got
 
 
@@ -318,13 +317,14 @@ def test_greedy_matches_torch_on_malformed_trees(cfg, bs, seed):
 @FEW
 @given(cfg=SMALL_CONFIGS, bs=st.integers(1, 3), seed=SEEDS)
 def test_greedy_bounded_walk_equals_pointer_doubling_on_cyclic_links(cfg, bs, seed):
-    # Random links loop, point at themselves and leave [-1, N - 1]; the kernel walks each
-    # sibling list for at most N nodes, the torch path doubles pointers: same first match.
+    # Random links loop, point at themselves and leave [-1, N - 1] (ending their list); the
+    # kernel walks each sibling list for at most N nodes, the torch path doubles pointers, the
+    # reference hops one by one: same first match.
     gen = torch.Generator().manual_seed(seed)
     tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
     vt = scrambled_links(build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu")), gen)
     target = torch.randint(0, 3, (bs * cfg.num_draft_tokens,), generator=gen)
-    check_greedy(cfg, on(vt, KERNEL_DEVICE), target.to(KERNEL_DEVICE), with_reference=False)
+    check_greedy(cfg, on(vt, KERNEL_DEVICE), target.to(KERNEL_DEVICE))
 
 
 @FEW
@@ -337,7 +337,7 @@ def test_greedy_matches_torch_with_any_retrieve_index(cfg, bs, seed):
     vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
     vt = scrambled_links(vt, gen, scramble_index=True)
     target = torch.randint(0, 3, (bs * cfg.num_draft_tokens,), generator=gen)
-    check_greedy(cfg, on(vt, KERNEL_DEVICE), target.to(KERNEL_DEVICE), with_reference=False)
+    check_greedy(cfg, on(vt, KERNEL_DEVICE), target.to(KERNEL_DEVICE))
 
 
 def test_greedy_wide_trees_and_foreign_rows(device):
@@ -355,7 +355,7 @@ def test_greedy_wide_trees_and_foreign_rows(device):
     index[16, 0] = 3  # row 16's root is row 0's node 3: accepted, but not row 16's to commit
     vt = vt._replace(retrieve_index=index)
     target = agreeing_target(vt, gen, agree=0.95)
-    got = check_greedy(cfg, on(vt, device), target.to(device), with_reference=False)
+    got = check_greedy(cfg, on(vt, device), target.to(device))
     assert got.accept_index[16, 0].item() == 3
     assert got.predicts[3].item() == 0  # row 0 accepted only its root, flat node 1087
 

@@ -17,7 +17,7 @@ from .contracts import FLOAT, Arg, Contract, contract
 from .layout import first_true
 from .probs import compute_dtype, sample_from_row
 from .types import GreedyVerdict, VerifyTree
-from .verify import VERIFY_TREE
+from .verify import VERIFY_TREE, end_outside
 
 THRESHOLD_ACC_FLOOR = 1e-9  # SGLang floors threshold_acc here before dividing by it
 _PROBS = Arg("[bs, N, V] or [bs * N, V]", FLOAT)
@@ -137,7 +137,7 @@ def _target_only_step(
 def _draft_step(vt: VerifyTree, q: Tensor, p: Tensor, coins: Tensor) -> NodeStep:
     bs, n, vocab = q.shape
     head = vt.retrieve_next_token
-    child = torch.where((head >= 0) & (head < n), head, -1)  # [bs, N] a chain's only child
+    child = end_outside(head, n)  # [bs, N] a chain's only child
     tokens = _child_tokens(vt.draft_tokens.view(bs, n), torch.where(child >= 0, child, n)
                            .unsqueeze(-1), vocab)  # fmt: skip
     qx, px = _probs_at(q, tokens).squeeze(-1), _probs_at(p, tokens).squeeze(-1)  # [bs, N]

@@ -79,14 +79,14 @@ def greedy_core(
     bs, n = retrieve_index.shape
     flat = bs * n
     tokens = draft_tokens.view(bs, n)  # [bs, N]
-    links = next_sibling.clamp(-1, n - 1)  # [bs, N] out-of-range links end the list
+    links = end_outside(next_sibling, n)  # [bs, N]
     cur = torch.zeros(bs, dtype=torch.int64, device=tokens.device)  # [bs] last accepted node
     last = retrieve_index[:, 0]  # [bs] its flat index
     alive = torch.ones(bs, dtype=torch.bool, device=tokens.device)  # [bs]
     accepted = [last]
     for _ in range(cfg.num_steps):
         want = target.gather(0, last.clamp(0, max(flat - 1, 0)))  # [bs] the target's next token
-        head = next_token.gather(1, cur.unsqueeze(1)).squeeze(1).clamp(-1, n - 1)  # [bs]
+        head = end_outside(next_token.gather(1, cur.unsqueeze(1)).squeeze(1), n)  # [bs]
         child = first_match_along(links, head, tokens == want.unsqueeze(1))  # [bs]
         alive = alive & (child >= 0)
         cur = torch.where(alive, child, cur)  # [bs]
@@ -96,6 +96,11 @@ def greedy_core(
     accept_index = torch.stack(accepted, dim=1)  # [bs, S + 1]
     num_accepted = (accept_index[:, 1:] >= 0).sum(1)  # [bs]
     return GreedyVerdict(accept_index, num_accepted, commit(accept_index, target))
+
+
+def end_outside(links: Tensor, n: int) -> Tensor:
+    """``links`` with every value outside ``0..n-1`` made -1: such a link ends its list."""
+    return torch.where((links >= 0) & (links < n), links, -1)  # [links.shape]
 
 
 def first_match_along(next_sibling: Tensor, head: Tensor, match: Tensor) -> Tensor:

@@ -195,20 +195,29 @@ def is_valid_tree(cfg, tree):
 
 
 def verify_greedy(cfg, vt, target_predict):
-    """SGLang's greedy walk, one request at a time, sibling hops bounded by N per level."""
+    """SGLang's greedy walk, one request at a time, sibling hops bounded by N per level.
+
+    Bounded on any input: a link outside ``0..N-1`` ends its list. A malformed
+    ``retrieve_index`` entry is read as it is: the target at it clamped into ``0..bs*N-1``,
+    and a negative one, like the padding, not counted as accepted."""
     n, steps = cfg.num_draft_tokens, cfg.num_steps
     bs = vt.retrieve_index.shape[0]
     tokens = vt.draft_tokens.tolist()
     target = target_predict.flatten().tolist()
     index = vt.retrieve_index.tolist()
     next_token, next_sibling = vt.retrieve_next_token.tolist(), vt.retrieve_next_sibling.tolist()
+
+    def link(c):
+        return c if 0 <= c < n else -1
+
     accept, counts, predicts = [], [], [0] * (bs * n)
     for b in range(bs):
         last, cur, row = index[b][0], 0, [index[b][0]]
         for _ in range(steps):
-            c, hops = next_token[b][cur], 0
-            while c != -1 and hops < n and tokens[b * n + c] != target[last]:
-                c, hops = next_sibling[b][c], hops + 1
+            want = target[min(max(last, 0), bs * n - 1)]
+            c, hops = link(next_token[b][cur]), 0
+            while c != -1 and hops < n and tokens[b * n + c] != want:
+                c, hops = link(next_sibling[b][c]), hops + 1
             if c == -1 or hops == n:
                 break
             if b * n <= last < (b + 1) * n:  # a request commits only within its own row
@@ -217,6 +226,6 @@ def verify_greedy(cfg, vt, target_predict):
             row.append(last)
         if b * n <= last < (b + 1) * n:
             predicts[last] = target[last]
-        counts.append(len(row) - 1)
+        counts.append(sum(flat >= 0 for flat in row[1:]))
         accept.append(row + [-1] * (steps + 1 - len(row)))
     return accept, counts, predicts

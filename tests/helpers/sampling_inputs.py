@@ -29,11 +29,11 @@ def organized_tree(cfg, bs, gen, vocab, kind="smooth"):
 
 
 def random_links(cfg, bs, gen, vocab):
-    """A verify tree with arbitrary links: cycles, self-links, shared children, and tokens
-    that are sometimes outside [0, vocab)."""
+    """A verify tree with arbitrary links: cycles, self-links, shared children, links outside
+    [-1, N) (which end a list), and tokens that are sometimes outside [0, vocab)."""
     n = cfg.num_draft_tokens
-    first = torch.randint(-1, n, (bs, n), generator=gen)
-    sibling = torch.randint(-1, n, (bs, n), generator=gen)
+    first = torch.randint(-3, n + 3, (bs, n), generator=gen)
+    sibling = torch.randint(-3, n + 3, (bs, n), generator=gen)
     tokens = torch.randint(-2, vocab + 2, (bs * n,), generator=gen)
     return VerifyTree(
         draft_tokens=tokens,

@@ -63,8 +63,8 @@ def _walk(
     base = row * n
     tokens = tl.load(tokens_ptr + base + node, mask=valid, other=0)
     index = tl.load(index_ptr + base + node, mask=valid, other=0)
-    first = _clamp_link(tl.load(next_ptr + base + node, mask=valid, other=-1), n)
-    sibling = _clamp_link(tl.load(sibling_ptr + base + node, mask=valid, other=-1), n)
+    first = end_outside(tl.load(next_ptr + base + node, mask=valid, other=-1), n)
+    sibling = end_outside(tl.load(sibling_ptr + base + node, mask=valid, other=-1), n)
     mine = tl.load(target_ptr + base + node, mask=valid, other=0)  # the usual target row
     last = _pick(index, node, 0)
     accept = tl.where(lane == 0, last, -1)
@@ -92,8 +92,9 @@ def _walk(
 
 
 @triton.jit
-def _clamp_link(link, n):
-    return tl.minimum(tl.maximum(link, -1), n - 1)
+def end_outside(link, n):
+    """-1 for a link outside ``0..n-1``: it ends its list, as in the torch path."""
+    return tl.where((link >= 0) & (link < n), link, -1)
 
 
 @triton.jit

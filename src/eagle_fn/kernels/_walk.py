@@ -17,6 +17,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ._kernels_verify import end_outside
+
 
 @triton.jit
 def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
@@ -82,8 +84,8 @@ def _nodes(tokens_ptr, index_ptr, next_ptr, sibling_ptr, coins_ptr, base, n,
     sibling = tl.load(sibling_ptr + base + slots, mask=inside, other=-1)  # [BLOCK_N]
     coins = tl.load(coins_ptr + base + slots, mask=inside, other=0.0)  # [BLOCK_N]
     # int32 links (n fits): one shuffle a pick, not two.
-    first = tl.where((first >= 0) & (first < n), first, -1).to(tl.int32)  # [BLOCK_N]
-    sibling = tl.where((sibling >= 0) & (sibling < n), sibling, -1).to(tl.int32)  # [BLOCK_N]
+    first = end_outside(first, n).to(tl.int32)  # [BLOCK_N]
+    sibling = end_outside(sibling, n).to(tl.int32)  # [BLOCK_N]
     return tokens, index, first, sibling, coins.to(tl.float64 if WIDE else tl.float32)
 
 
