@@ -114,10 +114,11 @@ class Contract:
         try:
             flat = values if self._plain() else self._tensors(cfg, values, self.where)
             key = (cfg, site.get("device"), *map(_SIGNATURE, flat))
+            known = key == self._last[0] or key in self._accepted  # an unhashable cfg raises
         except (AttributeError, TypeError, ValueError):  # no signatures: check names why
             self.check(cfg, *values, **site)
             return
-        if key != self._last[0] and key not in self._accepted:
+        if not known:
             self.check(cfg, *values, **site)
             if len(self._accepted) >= _REMEMBERED:
                 self._accepted.clear()
