@@ -1,6 +1,6 @@
 """Plain-torch baselines: the engines' per-step select and cat/topk/sort/gather organization.
 
-Written from the contract's semantics (SPEC §3 and §4), without eagle_fn, in the style
+Written from the contract's semantics (docs/semantics.md §3 and §4), without eagle_fn, in the style
 serving engines use: plain ``torch.topk``, which breaks ties arbitrarily and ranks NaN
 first, and no input checks.
 """

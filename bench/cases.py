@@ -100,7 +100,7 @@ SELECT += [Case.grid(TREE_TARGET.bs, 2, TREE_TARGET.topk)]
 WORKER_CHAIN = {Mode.EAGER: CHAIN, Mode.COMPILED: CHAIN_SWEEP}
 WORKER_TREE = dict.fromkeys(Mode, tuple(TREE_TARGET.at_bs(bs) for bs in (1, 8, 32, 256)))
 
-# The compact run of `python bench/report.py` (pytest -m report): the target configs over bs.
+# The compact run of `python bench/run.py` (pytest -m report): the target configs over bs.
 CHAIN_REPORT = CHAIN_SWEEP
 TREE_REPORT = [*TREE_SWEEP, TREE_LARGE]
 SELECT_REPORT = [Case.grid(bs, 2, 4) for bs in (*BATCH_SIZES, TREE_TARGET.bs)]

@@ -1,9 +1,10 @@
 """Fused Triton kernels with the torch functions' signatures and outputs, one launch each.
 
 Each public function checks its inputs exactly like its torch twin, then calls one registered
-``torch.ops.eagle_fn`` operator that launches one kernel. Requires ``triton``; the rest of
-eagle_fn does not. On CPU tensors the kernels run only under ``TRITON_INTERPRET=1``, set
-before this package is first imported (docs/kernels.md).
+``torch.ops.eagle_fn`` operator that launches one kernel (after a fill, for FULL masks and
+split sampling). Requires ``triton``; the rest of eagle_fn does not. On CPU tensors the
+kernels run only under ``TRITON_INTERPRET=1``, set before this package is first imported
+(docs/kernels.md).
 """
 
 # mypy: disable-error-code="import-untyped, import-not-found"
