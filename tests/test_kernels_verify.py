@@ -5,7 +5,6 @@ turns on before anything imports them.
 """
 
 from helpers import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
-import os
 
 import pytest
 import torch
@@ -99,13 +98,6 @@ def modes_for(cfg):
 
 
 # --- setup ---------------------------------------------------------------------------------
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="with CUDA the kernels run for real")
-def test_interpreter_takes_effect_without_cuda():
-    assert os.environ["TRITON_INTERPRET"] == "1"
-    assert INTERPRETED
-    assert interpreted(kgreedy.verify_greedy_kernel)
 
 
 def test_ops_are_bound_to_module_names():
