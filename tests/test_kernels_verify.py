@@ -259,18 +259,36 @@ def test_non_contiguous_inputs(device):
     check_greedy(SPEC_CFG, links, column_major(target.view(2, 8)))
 
 
-def test_empty_batch_launches_nothing(device, monkeypatch):
-    def no_launch(kernel):
-        raise AssertionError("a kernel was launched for an empty batch")
+class NoLaunch:
+    """Stands in for a kernel: launching it (``kernel[grid]``) fails the test."""
 
-    monkeypatch.setattr(torch.library, "wrap_triton", no_launch)
+    def __getitem__(self, grid):
+        raise AssertionError(f"a kernel was launched on grid {grid}")
+
+
+def batch_of_zeros(cfg, bs, device):
+    """(tree, rows, verify tree, target) of ``bs`` requests, for bonus and seq_lens alike."""
+    tree = on(DraftTree(*(torch.zeros(bs, w, dtype=I64) for w in (9, 7, 7))), device)
+    rows = torch.zeros(bs, dtype=I64, device=device)
+    target = torch.zeros(bs * cfg.num_draft_tokens, dtype=I64, device=device)
+    return tree, rows, build_verify_tree(cfg, tree, rows, rows), target
+
+
+def test_empty_batch_launches_nothing(device, monkeypatch):
     cfg = DraftConfig(4, 3, 8)
-    tree = on(DraftTree(*(torch.zeros(0, w, dtype=I64) for w in (9, 7, 7))), device)
-    empty = torch.zeros(0, dtype=I64, device=device)
+    monkeypatch.setattr(kverify, "verify_build_kernel", NoLaunch())
+    monkeypatch.setattr(kgreedy, "verify_greedy_kernel", NoLaunch())
+    tree, rows, vt, target = batch_of_zeros(cfg, 0, device)
     for mode in MaskMode:
-        check_build(cfg, tree, empty, empty, mode)
-    vt = build_verify_tree(cfg, tree, empty, empty)
-    check_greedy(cfg, vt, empty)
+        check_build(cfg, tree, rows, rows, mode)
+    check_greedy(cfg, vt, target)
+    # The controls: with one request, the same patches do stop each kernel's launch.
+    tree, rows, vt, target = batch_of_zeros(cfg, 1, device)
+    launched = r"a kernel was launched on grid \(1,\)"
+    with pytest.raises(AssertionError, match=launched):
+        kverify.build_verify_tree(cfg, tree, rows, rows)
+    with pytest.raises(AssertionError, match=launched):
+        kgreedy.verify_greedy(cfg, vt, target)
 
 
 # --- greedy verification --------------------------------------------------------------------
