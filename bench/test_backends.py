@@ -1,5 +1,6 @@
 """Checks of bench/backends.py: which function a backend row runs, and when it skips."""
 
+import copy
 import sys
 from types import ModuleType
 
@@ -83,8 +84,10 @@ def test_an_interpreted_triton_row_is_checked_then_not_timed(fake_kernels, monke
     fake_kernels.organize_tree = lambda cfg, *lists: eagle_fn.organize_tree(cfg, *lists)._replace(
         draft_tokens=torch.zeros(2, TREE_TARGET.num_draft_tokens - 1, dtype=torch.int64)
     )
-    with pytest.raises(AssertionError):
+    recorded = (bench.calls, copy.deepcopy(bench.extra_info))
+    with pytest.raises(AssertionError, match="Tensor-likes are not equal"):
         run()
+    assert (bench.calls, bench.extra_info) == recorded
 
 
 def test_an_interpreted_triton_row_at_a_large_batch_is_skipped(fake_kernels, monkeypatch):

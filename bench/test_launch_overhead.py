@@ -1,5 +1,6 @@
 """bench/launch_overhead.py runs end to end, here under Triton's interpreter on the CPU."""
 
+import math
 import os
 import subprocess
 import sys
@@ -25,6 +26,8 @@ def test_every_stage_gets_a_row():
         "select_top_k step 0",
         "select_top_k step 1",
     ]
-    # The interpreter has no compiled kernel to call directly; the other figures are numbers.
+    # The interpreter has no compiled kernel to call directly; the other figures are numbers
+    # (checked for format only: a fast call may well print 0.0).
     assert all("n/a" in row.split(" | ")[5] for row in rows)
-    assert all(float(row.strip("| ").split(" | ")[i]) > 0 for row in rows for i in (2, 3, 4, 6))
+    figures = [float(row.strip("| ").split(" | ")[i]) for row in rows for i in (2, 3, 4, 6)]
+    assert all(math.isfinite(x) and x >= 0 for x in figures), figures

@@ -1,5 +1,6 @@
 """EAGLE_FN_BACKEND and backend=: torch, triton or auto, resolved by device and availability."""
 
+import re
 import subprocess
 import sys
 
@@ -84,7 +85,8 @@ def test_none_reads_the_environment(monkeypatch):
     monkeypatch.setenv("EAGLE_FN_BACKEND", "torch")
     assert resolve_backend(None, CUDA) is Backend.TORCH
     monkeypatch.setenv("EAGLE_FN_BACKEND", "bogus")
-    with pytest.raises(ValueError, match="EAGLE_FN_BACKEND"):
+    message = "EAGLE_FN_BACKEND (or unset) must be one of 'torch', 'triton', 'auto', got 'bogus'"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         resolve_backend(None, CUDA)
 
 
@@ -96,7 +98,11 @@ def test_explicit_triton_on_cpu_needs_the_interpreter(monkeypatch):
         monkeypatch.setenv("TRITON_INTERPRET", on)
         assert resolve_backend("triton", CPU) is Backend.TRITON
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
+    message = (
+        "backend 'triton' cannot run on cpu: Triton kernels run on CPU tensors only in "
+        "interpreter mode; set TRITON_INTERPRET=1 before eagle_fn.kernels is first imported"
+    )
+    with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
         resolve_backend("triton", CPU)
 
 

@@ -1,5 +1,4 @@
 import threading
-import time
 
 import pytest
 import torch
@@ -40,28 +39,49 @@ def test_same_arguments_return_the_same_objects():
     assert chain_constants(DraftConfig.chain(5), max_bs=8, device="cpu") is not first
 
 
-def test_concurrent_first_use_builds_once(fresh_cache, monkeypatch):
-    builds = []
+class ArrivalCache(dict):
+    """The memo's dict, noting each thread's first lookup: ``everyone_in`` is set once
+    ``parties`` threads have looked the key up."""
+
+    def __init__(self, parties):
+        super().__init__()
+        self.parties, self.threads, self.lock = parties, set(), threading.Lock()
+        self.everyone_in = threading.Event()
+
+    def get(self, key, default=None):
+        with self.lock:
+            self.threads.add(threading.get_ident())
+            if len(self.threads) == self.parties:
+                self.everyone_in.set()
+        return super().get(key, default)
+
+
+def test_concurrent_first_use_builds_once(monkeypatch):
+    # The first build blocks until every thread has looked the key up, so that each one
+    # races it for sure: a memo that lets a second thread build fails every time.
+    cache, builds, errors, results = ArrivalCache(16), [], [], [None] * 16
     real_build = chain.ChainConstants
 
-    def slow_build(*args, **kwargs):
+    def blocking_build(*args, **kwargs):
         builds.append(args)
-        time.sleep(0.05)  # widen the window in which a racing thread could build again
+        # The timeout only ends a hang: a memo that never looks the key up.
+        assert cache.everyone_in.wait(timeout=60), "not every thread looked the key up"
         return real_build(*args, **kwargs)
 
-    monkeypatch.setattr(chain, "ChainConstants", slow_build)
-    barrier = threading.Barrier(16)
-    results = [None] * 16
-
     def use(i):
-        barrier.wait()
-        results[i] = chain_constants(DraftConfig.chain(6), max_bs=32, device="cpu")
+        try:
+            results[i] = chain_constants(DraftConfig.chain(6), max_bs=32, device="cpu")
+        except Exception as error:  # reported below: a thread's exception is lost otherwise
+            errors.append(error)
 
+    monkeypatch.setattr(_memo, "_cache", cache)
+    monkeypatch.setattr(chain, "ChainConstants", blocking_build)
     threads = [threading.Thread(target=use, args=(i,)) for i in range(16)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert errors == []
     assert len(builds) == 1
     assert all(r is results[0] for r in results)
     assert len({r.parents.data_ptr() for r in results}) == 1
@@ -146,6 +166,7 @@ def test_check_catches_writes_that_bypass_the_version_counter(fresh_cache):
     ],
 )
 def test_bad_arguments(kwargs, error, match):
+    kwargs = dict(kwargs)  # the parametrize dict is shared: popping from it would change it
     cfg = kwargs.pop("cfg")
     with pytest.raises(error, match=match):
         chain_constants(cfg, **kwargs)

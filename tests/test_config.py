@@ -1,4 +1,5 @@
 import dataclasses
+import re
 
 import pytest
 from hypothesis import given
@@ -82,5 +83,6 @@ def test_bad_values_name_field_and_value(kwargs, match):
 
 @pytest.mark.parametrize("num_steps", [0, -1, 1.5, False])
 def test_chain_rejects_bad_steps(num_steps):
-    with pytest.raises(ValueError, match="num_steps"):
+    message = f"DraftConfig.num_steps must be an int >= 1, got {num_steps}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         DraftConfig.chain(num_steps)

@@ -172,7 +172,7 @@ def test_matches_reference_table(cfg, kind, bs):
     cfg=draft_configs(),
     bs=st.integers(0, 16),
     kind=st.sampled_from(KINDS),
-    dtype=st.sampled_from([torch.float32, torch.float64, torch.float16]),
+    dtype=st.sampled_from([torch.float16, torch.bfloat16, torch.float32, torch.float64]),
     seed=st.integers(0, 2**31),
 )
 def test_matches_reference_hypothesis(cfg, bs, kind, dtype, seed):

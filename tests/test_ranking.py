@@ -12,6 +12,21 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 NAN = float("nan")
 
 
+def tiny_values(dtype):
+    """Zero, the smallest normal and a subnormal of ``dtype``, built in ``dtype`` itself: made
+    in float32 first, float64's would underflow to zero."""
+    normal = torch.finfo(dtype).smallest_normal
+    return torch.tensor([0.0, normal, normal / 4], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_tiny_values_are_the_smallest_normal_and_a_subnormal(dtype):
+    zero, normal, subnormal = tiny_values(dtype).tolist()
+    assert zero == 0.0
+    assert normal == torch.finfo(dtype).smallest_normal
+    assert 0.0 < subnormal < normal
+
+
 @st.composite
 def probability_rows(draw, dtype):
     """Rows of non-negative scores and NaN, crowded with exact ties and one-ulp neighbours."""
@@ -19,8 +34,7 @@ def probability_rows(draw, dtype):
     base = draw(st.lists(st.floats(0, 1, width=32), min_size=1, max_size=4))
     pool = torch.tensor(base, dtype=dtype)
     up = torch.nextafter(pool, torch.tensor(2.0, dtype=dtype))  # the next float up
-    tiny = torch.tensor([0.0, torch.finfo(dtype).tiny, torch.finfo(dtype).smallest_normal / 4])
-    values = torch.cat([pool, up, tiny.to(dtype), torch.tensor([NAN], dtype=dtype)])
+    values = torch.cat([pool, up, tiny_values(dtype), torch.tensor([NAN], dtype=dtype)])
     rows = draw(st.integers(1, 3))
     picks = draw(
         st.lists(st.integers(0, len(values) - 1), min_size=rows * width, max_size=rows * width)

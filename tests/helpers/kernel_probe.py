@@ -5,8 +5,9 @@ Triton can do: 3.6's (torch 2.11's) holds a runtime scalar as a one-element NumP
 converts it with ``int()`` where Python needs an int (``range(num_steps)``), which NumPy 2.4
 refuses (scripts/torch_matrix.sh installs numpy < 2.4 beside it); 3.8 and 3.9 squeeze the
 array first. Compiled kernels do not go through NumPy (``kernel_aot.py`` compiles them with
-3.6 too). One tiny call of every public kernel decides;
-a failure skips the kernel tests with its reason instead of failing them on the interpreter.
+3.6 too). One tiny call of every public kernel decides: that one known limit skips the
+kernel tests with its reason; any other error propagates, so that a broken kernel fails
+loudly instead of skipping every kernel test.
 """
 
 import functools
@@ -14,17 +15,37 @@ import os
 
 import torch
 
+# NumPy >= 2.4's TypeError for int() of a one-element (not 0-d) array.
+NUMPY_INT_REFUSAL = "only 0-dimensional arrays can be converted to Python scalars"
+
 
 @functools.cache
 def interpreter_problem():
     """None when the interpreter runs every kernel (or a GPU is used instead), else why not."""
     if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1":
         return None
+    from triton.runtime.errors import InterpreterError
+
     try:
         _run_every_kernel()
-    except Exception as error:  # an interpreter limit, whatever its type
-        return f"this Triton's interpreter cannot run the kernels: {type(error).__name__}: {error}"
+    except InterpreterError as error:
+        if not is_numpy_int_refusal(error):
+            raise
+        return f"this Triton's interpreter cannot run the kernels: {root_cause(error)!r}"
     return None
+
+
+def root_cause(error):
+    """The innermost exception of ``error``'s ``raise ... from`` chain."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
+def is_numpy_int_refusal(error):
+    """Whether the interpreter failed because NumPy refused ``int()`` of a 1-element array."""
+    cause = root_cause(error)
+    return type(cause) is TypeError and str(cause) == NUMPY_INT_REFUSAL
 
 
 def _run_every_kernel():
