@@ -34,28 +34,6 @@ def slot_args(tensors: list[Tensor]) -> list[Tensor | None]:
 
 
 @triton.jit
-def pick(j: tl.constexpr, a0, a1, a2, a3, a4, a5, a6, a7):
-    """Argument ``a<j>`` for a compile-time ``j``."""
-    if j == 0:
-        slot = a0
-    elif j == 1:
-        slot = a1
-    elif j == 2:
-        slot = a2
-    elif j == 3:
-        slot = a3
-    elif j == 4:
-        slot = a4
-    elif j == 5:
-        slot = a5
-    elif j == 6:
-        slot = a6
-    else:
-        slot = a7
-    return slot
-
-
-@triton.jit
 def load_slots(
     acc,
     flat,
@@ -78,8 +56,9 @@ def load_slots(
 
     ``acc`` keeps its values where ``mask`` is off or ``flat`` is past ``TOTAL``.
     """
+    slots = (a0, a1, a2, a3, a4, a5, a6, a7)
     for j in tl.static_range(SLOTS):
-        slot = pick(j, a0, a1, a2, a3, a4, a5, a6, a7)
+        slot = slots[j]  # a compile-time index: each step's own pointer
         start = 0 if j == 0 else FIRST + STEP * (j - 1)
         end = TOTAL if j == SLOTS - 1 else FIRST + STEP * j
         inside = mask & (flat >= start) & (flat < end)
