@@ -20,6 +20,7 @@ from eagle_fn import (
     DraftOrganizer,
     DraftTree,
     MaskMode,
+    VerifyTree,
     build_verify_tree,
     organize_tree,
     verify_greedy,
@@ -346,6 +347,21 @@ def test_greedy_matches_torch_with_any_retrieve_index(cfg, bs, seed):
     vt = scrambled_links(vt, gen, scramble_index=True)
     target = torch.randint(0, 3, (bs * cfg.num_draft_tokens,), generator=gen)
     check_greedy(cfg, on(vt, KERNEL_DEVICE), target.to(KERNEL_DEVICE))
+
+
+@pytest.mark.parametrize("huge", [2**62, 2**63 - 1, -(2**62), -(2**63)])
+def test_greedy_accepts_retrieve_index_entries_at_the_ends_of_int64(huge, device):
+    # Row r's second node carries ``huge``, accepted (every token matches): an index times bs
+    # would wrap into row 0's range, and committing at it would index far out of bounds.
+    cfg, bs, n = DraftConfig.chain(1), 4, 2
+    zeros = torch.zeros(bs * n, dtype=I64)
+    index = torch.arange(bs * n).view(bs, n)
+    index[:, 1] = huge
+    links = torch.tensor([[1, -1]] * bs), torch.full((bs, n), -1)
+    vt = VerifyTree(zeros, zeros, zeros, index, *links)
+    got = check_greedy(cfg, on(vt, device), zeros.to(device))
+    assert got.accept_index[:, 1].tolist() == [huge] * bs
+    assert got.predicts.tolist() == [0] * (bs * n)
 
 
 def test_greedy_wide_trees_and_foreign_rows(device):

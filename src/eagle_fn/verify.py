@@ -95,7 +95,7 @@ def greedy_core(
         accepted.append(torch.where(alive, picked, -1))
     accept_index = torch.stack(accepted, dim=1)  # [bs, S + 1]
     num_accepted = (accept_index[:, 1:] >= 0).sum(1)  # [bs]
-    return GreedyVerdict(accept_index, num_accepted, commit(accept_index, target))
+    return GreedyVerdict(accept_index, num_accepted, commit(accept_index, target, n))
 
 
 def end_outside(links: Tensor, n: int) -> Tensor:
@@ -122,17 +122,16 @@ def first_match_along(next_sibling: Tensor, head: Tensor, match: Tensor) -> Tens
     return torch.where((head >= 0) & (found >= 0) & hit, found, -1)  # [bs]
 
 
-def commit(accept_index: Tensor, target: Tensor) -> Tensor:
+def commit(accept_index: Tensor, target: Tensor, n: int) -> Tensor:
     """``predicts``: the target's token at every accepted node, 0 elsewhere. ``[bs*N]``.
 
     A request writes only its own row: an accepted index in another request's row (a
-    malformed ``retrieve_index``) commits nothing, so requests never touch each other.
+    malformed ``retrieve_index``, any int64) commits nothing, so requests never touch each
+    other. The bounds are row starts, ``row * N``: no product of an index can overflow.
     """
     flat = target.shape[0]
-    bs = accept_index.shape[0]
-    row = torch.arange(bs, device=accept_index.device).unsqueeze(1)  # [bs, 1]
-    own = (accept_index >= 0) & (accept_index * bs >= row * flat)  # [bs, S + 1]
-    own = own & (accept_index * bs < (row + 1) * flat)  # in [row * N, (row + 1) * N)
+    start = torch.arange(accept_index.shape[0], device=accept_index.device) * n  # [bs]
+    own = (accept_index >= start.unsqueeze(1)) & (accept_index < (start + n).unsqueeze(1))
     slot = torch.where(own, accept_index, flat)  # [bs, S + 1]
     padded = torch.cat([target, target.new_zeros(1)])  # [bs * N + 1] slot flat discards
     predicts = target.new_zeros(flat + 1)  # [bs * N + 1]

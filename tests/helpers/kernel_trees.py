@@ -16,7 +16,8 @@ SMALL_CONFIGS = draft_configs(max_topk=5, max_steps=5, max_n=40)
 def scrambled_links(vt, gen, *, scramble_index=False):
     """``vt`` with random first-child and sibling links (cycles, self-links, values outside
     ``[-1, N - 1]``), tokens from a 3-letter alphabet so matches are frequent, and optionally
-    a random ``retrieve_index`` (entries naming other rows' nodes, or no node at all)."""
+    a random ``retrieve_index`` (entries naming other rows' nodes, or no node at all, some
+    at the ends of int64)."""
     bs, n = vt.retrieve_index.shape
     links = (bs, n)
     vt = vt._replace(
@@ -25,7 +26,11 @@ def scrambled_links(vt, gen, *, scramble_index=False):
         retrieve_next_sibling=torch.randint(-3, n + 3, links, generator=gen),
     )
     if scramble_index:
-        vt = vt._replace(retrieve_index=torch.randint(-2, bs * n + 2, links, generator=gen))
+        index = torch.randint(-2, bs * n + 2, links, generator=gen)
+        extremes = torch.tensor([-(2**63), -(2**62), 2**62, 2**63 - 1])  # no product may wrap
+        pick = torch.randint(0, len(extremes), links, generator=gen)
+        rare = torch.randint(0, 8, links, generator=gen) == 0
+        vt = vt._replace(retrieve_index=torch.where(rare, extremes[pick], index))
     return vt
 
 
