@@ -67,7 +67,7 @@ def test_literal_tree_and_chain():
     check(cfg, vt, q, u, final)
 
 
-@pytest.mark.parametrize("thresholds", THRESHOLDS[:2])
+@pytest.mark.parametrize("thresholds", [*THRESHOLDS[:2], *THRESHOLDS[-2:]])
 @pytest.mark.parametrize("row_kind", ["ties", "agree", "nan"])
 def test_tree_table(thresholds, row_kind):
     gen = torch.Generator().manual_seed(len(row_kind))

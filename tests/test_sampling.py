@@ -272,7 +272,9 @@ def agreeing_logits(vt, vocab, gen, agree=0.8):
 @given(
     cfg=SAMPLING_CONFIGS,
     bs=st.integers(1, 6),
-    thresholds=st.sampled_from(THRESHOLDS),
+    # Where greedy rows are exact (docs/sampling.md): threshold_single > 0 (or a child of
+    # probability 0 passes), and the argmax child accepted: threshold_single or acc <= 1.
+    thresholds=st.sampled_from([(s, a) for s, a in THRESHOLDS if s > 0 and min(s, a) <= 1]),
     arbitrary_links=st.booleans(),
     seed=st.integers(0, 2**31),
 )
@@ -497,6 +499,12 @@ U, F = torch.rand(1, 4), torch.rand(1)
             {"threshold_acc": "1"},
             TypeError,
             r"threshold_acc must be a float, got str",
+        ),
+        (
+            (TREE_CFG, VT, QS, U, F),
+            {"threshold_acc": 10**400},
+            ValueError,
+            r"threshold_acc must fit a float, got 1329 bits",
         ),
         (
             (TREE_CFG, VT, QS, U, F),

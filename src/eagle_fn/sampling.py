@@ -7,6 +7,7 @@ verification is deterministic, syncs nothing with the host and can be captured i
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, NamedTuple
 
 import torch
@@ -251,8 +252,10 @@ def _probs_at(probs: Tensor, tokens: Tensor) -> Tensor:
 
 
 def _as_float32(value: float, like: Tensor) -> Tensor:
-    """A threshold rounded to float32, as SGLang's kernel takes it, in ``like``'s dtype."""
-    return torch.full((), value, dtype=torch.float32, device=like.device).to(like.dtype)
+    """A threshold rounded to float32, as SGLang's kernel takes it, in ``like``'s dtype (past
+    float32's range: +-inf, as a C cast rounds it)."""
+    wide = torch.full((), value, dtype=torch.float64, device=like.device)
+    return wide.to(torch.float32).to(like.dtype)
 
 
 def _in_range(links: Tensor, n: int) -> Tensor:
@@ -282,5 +285,7 @@ def sampling_args(
 def _check_threshold(where: str, name: str, value: object) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"{where}: {name} must be a float, got {type(value).__name__}")
+    if isinstance(value, int) and abs(value) > sys.float_info.max:
+        raise ValueError(f"{where}: {name} must fit a float, got {value.bit_length()} bits")
     if math.isnan(value):
         raise ValueError(f"{where}: {name} must be a number, got nan")

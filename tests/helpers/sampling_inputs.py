@@ -12,7 +12,9 @@ from helpers.drafts import KINDS, SEEDS, draft_configs, draft_lists
 I64 = torch.int64
 ROW_KINDS = ("smooth", "ties", "agree", "zero", "nan", "onehot")
 COIN_KINDS = ("uniform", "grid")
+# Past float32's range (the last two) a threshold is +-inf, as a C cast of SGLang's rounds it.
 THRESHOLDS = [(1.0, 1.0), (0.5, 0.8), (0.3, 0.0), (2.0, 1e-12), (0.25, 0.5)]
+THRESHOLDS += [(1e39, 1e39), (-1e39, -1e39)]
 
 
 # Chains and trees small enough for a loop reference to check many of them.
