@@ -430,6 +430,27 @@ def test_probs_from_logits_match_reference(bs, rows, vocab, grid, seed):
     torch.testing.assert_close(probs, want.float())
 
 
+@pytest.mark.parametrize("temperature", [1e-39, 1e-30, 1e-6])
+def test_a_tiny_temperature_is_the_argmax(temperature):
+    # logits / t would overflow to inf (NaN after softmax, an all-zero row) for t 1e-39.
+    logits = torch.tensor([[1.0, 3.0, 2.0], [-1.0, -3.0, -2.0], [0.5, 0.5, -1.0]])
+    probs = target_probs_from_logits(logits, torch.full((3,), temperature))
+    assert probs.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]
+    want = reference.target_probs_from_logits(logits, torch.full((3,), temperature))
+    assert probs.tolist() == want
+
+
+@pytest.mark.parametrize("vocab", [3, 5, 10, 20])
+@pytest.mark.parametrize("top_p", [0.1, 0.3, 0.5, 0.6, 2 / 3, 0.7, 0.9])
+def test_top_p_on_even_rows_keeps_as_the_reference(vocab, top_p):
+    # Uniform rows: the preceding mass meets p exactly, where rounding decides the support.
+    logits = torch.zeros(2, vocab)
+    temperature, p = torch.ones(2), torch.full((2,), top_p)
+    probs = target_probs_from_logits(logits, temperature, top_p=p)
+    want = torch.tensor(reference.target_probs_from_logits(logits, temperature, None, p))
+    assert torch.equal(probs > 0, want > 0)
+
+
 VT = TREE_VT
 QS = torch.rand(4, 10)
 U, F = torch.rand(1, 4), torch.rand(1)

@@ -112,7 +112,9 @@ def target_probs_from_logits(
     x = torch.where(torch.isnan(x), -math.inf, x)  # [bs, N, V]
     temps = temperature.to(dtype).view(bs, 1, 1)  # [bs, 1, 1]
     greedy = temps <= 0  # [bs, 1, 1]
-    probs = torch.softmax(x / torch.where(greedy, 1.0, temps), dim=-1)  # [bs, N, V]
+    # Shifted to the row's max before dividing: a tiny temperature cannot overflow to inf.
+    shifted = x - x.amax(-1, keepdim=True)  # [bs, N, V] NaN where no logit is finite
+    probs = torch.softmax(shifted / torch.where(greedy, 1.0, temps), dim=-1)  # [bs, N, V]
     probs = torch.where(probs > 0, probs, 0.0)  # [bs, N, V] NaN rows (no finite logit): 0
     if top_k is not None or top_p is not None:
         probs = _renormalize(probs * _top_k_top_p_mask(probs, top_k, top_p))  # [bs, N, V]
@@ -130,10 +132,12 @@ def _top_k_top_p_mask(probs: Tensor, top_k: Tensor | None, top_p: Tensor | None)
         kth = ordered.gather(-1, (k - 1).clamp(0, vocab - 1).expand(-1, probs.shape[1], 1))
         keep = keep & ((k <= 0) | (k >= vocab) | (ordered >= kth))  # [bs, N, V]
     if top_p is not None:
-        mass = _renormalize(ordered * keep)  # [bs, N, V]
+        # In float64: the preceding mass meets p exactly on even rows (uniform, say), where
+        # float32 rounding would decide which token is kept.
+        mass = _renormalize(ordered.double() * keep)  # [bs, N, V]
         running = torch.cumsum(mass, dim=-1)  # [bs, N, V]
         before = torch.cat([torch.zeros_like(running[..., :1]), running[..., :-1]], -1)
-        p = top_p.to(probs.dtype).view(bs, 1, 1)  # [bs, 1, 1]
+        p = top_p.double().view(bs, 1, 1)  # [bs, 1, 1]
         keep = keep & ((before < p) | (p >= 1))  # [bs, N, V]
     return torch.zeros_like(keep).scatter_(-1, order, keep)  # [bs, N, V] in vocabulary order
 

@@ -131,7 +131,9 @@ def target_probs_from_logits(logits, temperature, top_k=None, top_p=None):
             best = max(range(vocab), key=lambda i: (x[i], -i))
             out.append([1.0 if i == best else 0.0 for i in range(vocab)])
             continue
-        probs = torch.softmax(rows[r].nan_to_num(nan=-math.inf) / t, dim=0).tolist()
+        row = rows[r].nan_to_num(nan=-math.inf)
+        # Divided after the shift to the max, so a tiny t cannot overflow (NaN if none finite).
+        probs = torch.softmax((row - row.max()) / t, dim=0).tolist()
         probs = [v if v > 0 else 0.0 for v in probs]
         keep = [True] * vocab
         order = sorted(range(vocab), key=lambda i: (-probs[i], i))
