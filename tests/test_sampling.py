@@ -599,6 +599,15 @@ def test_probs_bad_inputs(args, kwargs, error, match):
         ((-1, 3), {}, ValueError, r"draw_uniforms: bs must be >= 0, got -1"),
         ((2, 0), {}, ValueError, r"num_draft_tokens must be >= 1, got 0"),
         ((2.0, 3), {}, TypeError, r"bs must be an int, got float"),
+        ((2, 3), {"generator": "seed"}, TypeError, r"generator must be a torch\.Generator"),
+        ((2, 3), {"device": 3}, TypeError, r"device must be a torch\.device or a str, got int"),
+        ((2, 3), {"device": "nonsense"}, ValueError, r"device 'nonsense' is not a valid device"),
+        (
+            (2, 3),
+            {"device": "meta", "generator": torch.Generator()},
+            ValueError,
+            r"draw_uniforms: generator is on cpu, device is meta",
+        ),
     ],
 )
 def test_uniforms_bad_inputs(args, kwargs, error, match):

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .arguments import require_int, show
+from .arguments import as_device, require_int, require_type, show
 from .contracts import FLOAT, Arg, Contract
 
 UNIFORM_BITS = 23  # coins are midpoints of 2**23 equal bins: exact in float32, never 0 or 1
@@ -67,10 +67,16 @@ def draw_uniforms(
         >>> bool(((coins.uniforms > 0) & (coins.uniforms < 1)).all())
         True
     """
-    require_int("draw_uniforms", "bs", bs, 0)
-    require_int("draw_uniforms", "num_draft_tokens", num_draft_tokens, 1)
+    where = "draw_uniforms"
+    require_int(where, "bs", bs, 0)
+    require_int(where, "num_draft_tokens", num_draft_tokens, 1)
+    if generator is not None:
+        require_type(where, "generator", generator, torch.Generator, "a torch.Generator or None")
     if device is None:
         device = generator.device if generator is not None else torch.device("cpu")
+    device = as_device(where, device)
+    if generator is not None and generator.device.type != device.type:
+        raise ValueError(f"{where}: generator is on {generator.device}, device is {device}")
     bins = torch.randint(
         0, 2**UNIFORM_BITS, (bs, num_draft_tokens + 1), generator=generator, device=device
     )  # [bs, N + 1]
