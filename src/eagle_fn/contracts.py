@@ -107,8 +107,9 @@ class Contract:
     def __call__(self, cfg: object, *values: Any, **site: Any) -> None:
         """Validates a call: raises as :meth:`check` does, at the cost of a lookup for a call
         with the signatures of one accepted before (check reads nothing else). Inside a
-        caller's ``torch.compile`` region it passes: the region's guards pin the shapes its
-        eager-checked first call had. ``site``: ``where=``, ``device=``, ``device_label=``."""
+        caller's ``torch.compile`` region it does not check (``check`` cannot be traced):
+        docs/design.md says what that leaves open. ``site``: ``where=``, ``device=``,
+        ``device_label=``."""
         if is_compiling():
             return
         try:
