@@ -52,6 +52,21 @@ def check(cfg, vt, q, u, final, thresholds=(1.0, 1.0), draft_probs=None):
         torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0, msg=name)
 
 
+def test_bfloat16_subnormal_probabilities_and_coins():
+    # The interpreter widens bfloat16 subnormals wrongly (3e-39 read as 3.7e-40): the kernels
+    # widen through the bits, so these rows and coins read as torch reads them.
+    cfg = DraftConfig.chain(1)
+    vt = organized_tree(cfg, 1, torch.Generator().manual_seed(0), 3)
+    vt = vt._replace(draft_tokens=torch.tensor([0, 1]))
+    tiny = torch.tensor([[3e-39, 0.0, 1e-39], [0.0, 0.0, 1.0]], dtype=torch.bfloat16)
+    for u, final in (
+        (torch.tensor([[0.5, 0.5]]), torch.tensor([0.6])),
+        (tiny[:1, :2], tiny[0, :1]),
+    ):
+        check(cfg, vt, tiny, u.bfloat16(), final.bfloat16())
+        check(cfg, vt, tiny, u, final, draft_probs=tiny.flip(-1))
+
+
 def test_literal_tree_and_chain():
     # The doctest chain of eagle_fn.verify_sampling: accept node 1, reject node 2, token 3.
     cfg = DraftConfig.chain(2)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ._floats import widen
 from ._walk import walk
 
 
@@ -40,7 +41,7 @@ def verify_sampling_kernel(
         num_ptr, predicts_ptr, row, base, n, vocab, num_steps, total_nodes, threshold_single,
         threshold_acc, part, HAS_DRAFT, WIDE, BLOCK_N,
     )  # fmt: skip
-    coin = tl.load(final_ptr + row).to(tl.float64 if WIDE else tl.float32).to(tl.float64)
+    coin = widen(tl.load(final_ptr + row), WIDE).to(tl.float64)
     start = (base + cur) * vocab
     blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS] the final row's blocks, both shapes
     slot = tl.minimum(tl.maximum(last, 0), total_nodes)
@@ -156,12 +157,11 @@ def _final_mass(q_ptr, p_ptr, start, rejected, drop, first, vocab, HAS_DRAFT: tl
     (each taken from the vector by a reduction within a warp). With a draft: ``q - p`` after
     a rejection.
     """
-    dtype = tl.float64 if WIDE else tl.float32
     index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
     inside = index < vocab
-    row = tl.load(q_ptr + start + index, mask=inside, other=0.0).to(dtype)
+    row = widen(tl.load(q_ptr + start + index, mask=inside, other=0.0), WIDE)  # [BLOCK_V]
     if HAS_DRAFT:
-        sub = tl.load(p_ptr + start + index, mask=inside, other=0.0).to(dtype)
+        sub = widen(tl.load(p_ptr + start + index, mask=inside, other=0.0), WIDE)  # [BLOCK_V]
         row = tl.where(rejected > 0, row - sub, row)  # [BLOCK_V]
     else:
         here = (drop >= first) & (drop < first + BLOCK_V)  # [BLOCK_N]

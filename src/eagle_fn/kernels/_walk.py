@@ -17,6 +17,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ._floats import widen
 from ._kernels_verify import end_outside
 
 
@@ -86,7 +87,7 @@ def _nodes(tokens_ptr, index_ptr, next_ptr, sibling_ptr, coins_ptr, base, n,
     # int32 links (n fits): one shuffle a pick, not two.
     first = end_outside(first, n).to(tl.int32)  # [BLOCK_N]
     sibling = end_outside(sibling, n).to(tl.int32)  # [BLOCK_N]
-    return tokens, index, first, sibling, coins.to(tl.float64 if WIDE else tl.float32)
+    return tokens, index, first, sibling, widen(coins, WIDE)
 
 
 @triton.jit
@@ -130,13 +131,12 @@ def _gather(q_ptr, p_ptr, tokens, start, live, vocab, HAS_DRAFT: tl.constexpr,
     """The target (and draft) probability of every node's token in the row at ``start``
     (``[BLOCK_N]`` each, float32 or float64 for ``WIDE``), for the first ``live`` nodes: one
     load each, which depends on the row only. Tokens outside the vocabulary read 0."""
-    dtype = tl.float64 if WIDE else tl.float32
     slots = tl.arange(0, tokens.shape[0])  # [BLOCK_N]
     known = (slots < live) & (tokens >= 0) & (tokens < vocab)  # [BLOCK_N]
-    q = tl.load(q_ptr + start + tokens, mask=known, other=0.0).to(dtype)  # [BLOCK_N]
+    q = widen(tl.load(q_ptr + start + tokens, mask=known, other=0.0), WIDE)  # [BLOCK_N]
     p = q
     if HAS_DRAFT:
-        p = tl.load(p_ptr + start + tokens, mask=known, other=0.0).to(dtype)  # [BLOCK_N]
+        p = widen(tl.load(p_ptr + start + tokens, mask=known, other=0.0), WIDE)  # [BLOCK_N]
     return q, p
 
 
