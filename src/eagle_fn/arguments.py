@@ -12,7 +12,7 @@ from .config import DraftConfig
 
 
 def show(shape: Sequence[int | str]) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
+    return "[" + ", ".join(f"{d}" for d in shape) + "]"  # dynamo traces f-strings, not str()
 
 
 def _of(value: object) -> str:

@@ -12,6 +12,7 @@ host sync.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,13 @@ SCORE_DTYPES = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.fl
 # All that check reads of a tensor, read in C: equal signatures, equal verdicts.
 _SIGNATURE = operator.attrgetter("__class__", "shape", "dtype", "device", "layout")
 _REMEMBERED = 4096  # accepted signatures kept per contract (a bs range, a few dtypes)
+# The shape symbols a config binds, and the DraftConfig fields they name.
+_SYMBOLS = (
+    ("topk", "topk"),
+    ("num_steps", "num_steps"),
+    ("N", "num_draft_tokens"),
+    ("parent_width", "parent_width"),
+)
 
 
 class Dtypes(NamedTuple):
@@ -107,20 +115,19 @@ class Contract:
     def __call__(self, cfg: object, *values: Any, **site: Any) -> None:
         """Validates a call: raises as :meth:`check` does, at the cost of a lookup for a call
         with the signatures of one accepted before (check reads nothing else). Inside a
-        caller's ``torch.compile`` region it does not check (``check`` cannot be traced):
-        docs/design.md says what that leaves open. ``site``: ``where=``, ``device=``,
-        ``device_label=``."""
-        if is_compiling():
-            return
-        try:
-            flat = values if self._plain() else self._tensors(cfg, values, self.where)
-            key = (cfg, site.get("device"), *map(_SIGNATURE, flat))
-            known = key == self._last[0] or key in self._accepted  # an unhashable cfg raises
-        except (AttributeError, TypeError, ValueError):  # no signatures: check names why
-            self.check(cfg, *values, **site)
-            return
-        if not known:
-            self.check(cfg, *values, **site)
+        caller's ``torch.compile`` region it runs ``check`` itself, which dynamo traces
+        into guards (docs/design.md). ``site``: ``where=``, ``device=``, ``device_label=``."""
+        key = None
+        if not is_compiling():  # traced, check runs alone: what it reads becomes guards
+            try:
+                flat = values if self._plain() else self._tensors(cfg, values, self.where)
+                key = (cfg, site.get("device"), *map(_SIGNATURE, flat))
+                if key == self._last[0] or key in self._accepted:  # an unhashable cfg raises
+                    return
+            except (AttributeError, TypeError, ValueError):  # no signatures: check names why
+                key = None
+        self.check(cfg, *values, **site)
+        if key is not None:
             if len(self._accepted) >= _REMEMBERED:
                 self._accepted.clear()
             self._accepted.add(key)
@@ -195,24 +202,24 @@ def fields(tuple_type: type, /, **args: Arg) -> Fields:
 
 def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -> None:
     """Checks ``tensor`` against the slot's shape (or any alternative); binds new symbols."""
-    shapes, got = slot.shape.split(" or "), show(tensor.shape)
+    shapes = slot.shape.split(" or ")
     for shape in shapes:
         dims, trial, lone = shape_dims(shape), dict(env), len(shapes) == 1
         if lone and len(dims) != tensor.dim() and any(_unbound(d, env) for d in dims):
-            ranked = f"{shape} (rank {len(dims)})"
+            ranked, got = f"{shape} (rank {len(dims)})", show(tensor.shape)
             raise ValueError(f"{where}: {slot.name} must have shape {ranked}, got shape {got}")
         pairs = zip(dims, tensor.shape, strict=False)  # a rank mismatch binds nothing kept
         trial.update((d, n) for d, n in pairs if _unbound(d, trial))
         try:
             expected = tuple(_eval(d, trial) for d in dims)
-        except NameError:  # a product with an unknown symbol: not this alternative
+        except KeyError:  # a product with an unknown symbol: not this alternative
             continue
         if tensor.shape == expected or lone:  # a lone shape binds what it can
             env.update(trial)
         if tensor.shape == expected:
             return
     wanted = " or ".join(f"{shape} = {_show(shape, env)}" for shape in shapes)
-    raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {got}")
+    raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
 
 
 def _unbound(dim: str, env: dict[str, int]) -> bool:
@@ -225,20 +232,17 @@ def _show(shape: str, env: dict[str, int]) -> str:
     return show([d if any(_unbound(w, env) for w in d.split()) else _eval(d, env) for d in dims])
 
 
-@functools.lru_cache(maxsize=256)
 def _slots(contract: Contract, cfg: Any) -> tuple[_Slot, ...]:
+    """Every slot of ``contract`` under ``cfg``. Not cached: only a call the fast predicate
+    has not seen, or a traced one (dynamo would warn about a cache), gets here."""
     return tuple(slot for name, spec in contract.args for slot in spec.slots(name, cfg))
 
 
 def symbols(cfg: DraftConfig | None) -> dict[str, int]:
     """The config's values under the names contracts use (none without a config)."""
-    if cfg is None:
-        return {}
-    n, width = cfg.num_draft_tokens, cfg.parent_width
-    return {"topk": cfg.topk, "num_steps": cfg.num_steps, "N": n, "parent_width": width}
+    return {} if cfg is None else {name: getattr(cfg, field) for name, field in _SYMBOLS}
 
 
-@functools.cache
 def shape_dims(shape: str) -> tuple[str, ...]:
     """The dimensions of ``shape``'s first alternative: ``"[bs, k] or [k]"`` -> bs, k."""
     inner = shape.split(" or ")[0].strip()[1:-1].strip()
@@ -246,5 +250,9 @@ def shape_dims(shape: str) -> tuple[str, ...]:
 
 
 def _eval(expr: str, env: dict[str, int]) -> int:
-    """One dimension of a contract's shape (symbols, ints, ``+ - *``), evaluated."""
-    return int(eval(expr, {"__builtins__": {}}, env))  # only the contracts' own strings
+    """One dimension of a contract's shape, evaluated: a sum of products of symbols and ints,
+    tokens apart (``"bs * N"``, ``"N - 1"``). ``KeyError`` names an unknown symbol. Plain
+    Python that dynamo can trace (``eval`` it cannot), so checks run inside compiled code."""
+    terms = expr.replace(" - ", " + -1 * ").split(" + ")  # [a, b * c, -1 * d]
+    parts = [[int(f) if f.lstrip("-").isdigit() else env[f] for f in t.split(" * ")] for t in terms]
+    return sum(math.prod(factors) for factors in parts)

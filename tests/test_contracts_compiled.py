@@ -1,0 +1,142 @@
+"""The contracts check inside a caller's own torch.compile region too.
+
+The check reads only shapes, dtypes and devices, in plain Python that dynamo traces: valid
+calls compile in one graph (``fullgraph=True``) and give eager's values; a bad call raises
+the contract's error, or under ``fullgraph=True`` dynamo's error carrying it.
+"""
+
+import pytest
+import torch
+from torch._dynamo.exc import Unsupported
+
+from eagle_fn import (
+    DraftConfig,
+    build_verify_tree,
+    chain_constants,
+    is_valid_tree,
+    organize_chain,
+    organize_multilayer,
+    organize_tree,
+    select_top_k,
+    target_probs_from_logits,
+    verify_greedy,
+    verify_sampling,
+)
+from helpers.asserts import assert_trees_equal
+from helpers.drafts import draft_lists, multilayer, step_inputs
+
+pytestmark = pytest.mark.compiled
+
+CFG, CHAIN = DraftConfig(2, 2, 4), DraftConfig.chain(3)
+GEN = torch.Generator().manual_seed(0)
+LISTS = draft_lists(CFG, 2, GEN)
+TREE = organize_tree(CFG, *LISTS)
+ROWS = torch.tensor([3, 4]), torch.tensor([5, 9])
+VT = build_verify_tree(CFG, TREE, *ROWS)
+STEP0, STEP1 = step_inputs(CFG, 0, 2, GEN), step_inputs(CFG, 1, 2, GEN)
+ML_P, ML_I = multilayer(3, 2, GEN)
+CONSTANTS = chain_constants(CHAIN, max_bs=4, device="cpu")
+LOGITS = torch.randn(2, 4, 6, generator=GEN)
+PROBS = torch.softmax(LOGITS, -1)
+COINS = torch.rand(2, 4, generator=GEN), torch.rand(2, generator=GEN)
+
+# name: (call, valid args, the same with one argument broken, the contract's error)
+CASES = {
+    "select_top_k step 0": (
+        lambda p, i: select_top_k(CFG, 0, p, i),
+        STEP0[:2],
+        (STEP0[0], STEP0[1].float()),
+        "select_top_k: topk_index must be an int64 tensor, got torch.float32",
+    ),
+    "select_top_k step 1": (
+        lambda p, i, s: select_top_k(CFG, 1, p, i, s),
+        STEP1,
+        (STEP1[0], STEP1[1], STEP1[2][:, :1]),
+        "select_top_k: scores must have shape [bs, topk] = [2, 2], got [2, 1]",
+    ),
+    "organize_tree": (
+        lambda s, t, p: organize_tree(CFG, s, t, p),
+        LISTS,
+        (LISTS[0], [LISTS[1][0], LISTS[1][1][:, :3]], LISTS[2]),
+        "organize_tree: token_list[1] must have shape [bs, topk * topk] = [2, 4], got [2, 3]",
+    ),
+    "organize_multilayer": (
+        lambda p, i: organize_multilayer(CHAIN, p, i),
+        (ML_P, ML_I),
+        (ML_P.double(), ML_I[:, :2]),
+        "organize_multilayer: topk_index must have shape [bs, num_steps] = [2, 3], got [2, 2]",
+    ),
+    "organize_chain": (
+        lambda i: organize_chain(CONSTANTS, i),
+        (ML_I,),
+        (ML_I.int(),),
+        "organize_chain: topk_index must be an int64 tensor, got torch.int32",
+    ),
+    "build_verify_tree": (
+        lambda b, s: build_verify_tree(CFG, TREE, b, s),
+        ROWS,
+        (ROWS[0], ROWS[1][:1]),
+        "build_verify_tree: seq_lens must have shape [bs] = [2], got [1]",
+    ),
+    "is_valid_tree": (
+        lambda p: is_valid_tree(CFG, TREE._replace(parent_list=p)),
+        (TREE.parent_list,),
+        (TREE.parent_list[:, :2],),
+        "is_valid_tree: tree.parent_list must have shape [bs, parent_width] = [2, 3], got [2, 2]",
+    ),
+    "verify_greedy": (
+        lambda t: verify_greedy(CFG, VT, t),
+        (torch.zeros(8, dtype=torch.int64),),
+        (torch.zeros(7, dtype=torch.int64),),
+        "verify_greedy: target_predict must have shape [bs * N] = [8] or [bs, N] = [2, 4], got [7]",
+    ),
+    "verify_sampling": (
+        lambda q, u, f: verify_sampling(CFG, VT, q, u, f),
+        (PROBS, *COINS),
+        (PROBS, COINS[0][:, :3], COINS[1]),
+        "verify_sampling: uniforms must have shape [bs, N] = [2, 4], got [2, 3]",
+    ),
+    "target_probs_from_logits": (
+        lambda x, t: target_probs_from_logits(x, t),
+        (LOGITS, torch.ones(2)),
+        (LOGITS, torch.ones(3)),
+        "target_probs_from_logits: logits must have shape [bs, N, V] = [3, N, V] or "
+        "[rows, V] = [rows, V], got [2, 4, 6]",
+    ),
+}
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_valid_calls_compile_in_one_graph_with_eager_values(name):
+    call, valid, _, _ = CASES[name]
+    got, want = torch.compile(call, backend="eager", fullgraph=True)(*valid), call(*valid)
+    if isinstance(want, torch.Tensor):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    else:
+        assert_trees_equal(got, want)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_calls_raise_the_contracts_error(name):
+    call, _, broken, message = CASES[name]
+    with pytest.raises((TypeError, ValueError)) as eager:
+        call(*broken)
+    assert str(eager.value) == message  # the table's message is the eager one
+    with pytest.raises(type(eager.value)) as traced:
+        torch.compile(call, backend="eager")(*broken)
+    assert str(traced.value) == message
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_calls_under_fullgraph_name_the_contracts_error(name):
+    call, _, broken, message = CASES[name]
+    with pytest.raises(Unsupported) as traced:
+        torch.compile(call, backend="eager", fullgraph=True)(*broken)
+    assert message in str(traced.value)
