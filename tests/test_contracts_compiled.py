@@ -9,95 +9,87 @@ import pytest
 import torch
 from torch._dynamo.exc import Unsupported
 
-from eagle_fn import (
-    DraftConfig,
-    build_verify_tree,
-    chain_constants,
-    is_valid_tree,
-    organize_chain,
-    organize_multilayer,
-    organize_tree,
-    select_top_k,
-    target_probs_from_logits,
-    verify_greedy,
-    verify_sampling,
-)
+import eagle_fn
 from helpers.asserts import assert_trees_equal
-from helpers.drafts import draft_lists, multilayer, step_inputs
+from helpers.valid_calls import (
+    BONUS,
+    CHAIN_CFG,
+    COINS,
+    CONSTANTS,
+    LISTS,
+    LOGITS,
+    ML_I,
+    ML_P,
+    SEQ_LENS,
+    STEP0,
+    STEP1,
+    TREE,
+    TREE_CFG,
+    VT,
+)
 
 pytestmark = pytest.mark.compiled
 
-CFG, CHAIN = DraftConfig(2, 2, 4), DraftConfig.chain(3)
-GEN = torch.Generator().manual_seed(0)
-LISTS = draft_lists(CFG, 2, GEN)
-TREE = organize_tree(CFG, *LISTS)
-ROWS = torch.tensor([3, 4]), torch.tensor([5, 9])
-VT = build_verify_tree(CFG, TREE, *ROWS)
-STEP0, STEP1 = step_inputs(CFG, 0, 2, GEN), step_inputs(CFG, 1, 2, GEN)
-ML_P, ML_I = multilayer(3, 2, GEN)
-CONSTANTS = chain_constants(CHAIN, max_bs=4, device="cpu")
-LOGITS = torch.randn(2, 4, 6, generator=GEN)
 PROBS = torch.softmax(LOGITS, -1)
-COINS = torch.rand(2, 4, generator=GEN), torch.rand(2, generator=GEN)
 
 # name: (call, valid args, the same with one argument broken, the contract's error)
 CASES = {
     "select_top_k step 0": (
-        lambda p, i: select_top_k(CFG, 0, p, i),
+        lambda p, i: eagle_fn.select_top_k(TREE_CFG, 0, p, i),
         STEP0[:2],
         (STEP0[0], STEP0[1].float()),
         "select_top_k: topk_index must be an int64 tensor, got torch.float32",
     ),
     "select_top_k step 1": (
-        lambda p, i, s: select_top_k(CFG, 1, p, i, s),
+        lambda p, i, s: eagle_fn.select_top_k(TREE_CFG, 1, p, i, s),
         STEP1,
         (STEP1[0], STEP1[1], STEP1[2][:, :1]),
         "select_top_k: scores must have shape [bs, topk] = [2, 2], got [2, 1]",
     ),
     "organize_tree": (
-        lambda s, t, p: organize_tree(CFG, s, t, p),
+        lambda s, t, p: eagle_fn.organize_tree(TREE_CFG, s, t, p),
         LISTS,
         (LISTS[0], [LISTS[1][0], LISTS[1][1][:, :3]], LISTS[2]),
         "organize_tree: token_list[1] must have shape [bs, topk * topk] = [2, 4], got [2, 3]",
     ),
     "organize_multilayer": (
-        lambda p, i: organize_multilayer(CHAIN, p, i),
+        lambda p, i: eagle_fn.organize_multilayer(CHAIN_CFG, p, i),
         (ML_P, ML_I),
-        (ML_P.double(), ML_I[:, :2]),
-        "organize_multilayer: topk_index must have shape [bs, num_steps] = [2, 3], got [2, 2]",
+        (ML_P.double(), ML_I[:, :1]),
+        "organize_multilayer: topk_index must have shape [bs, num_steps] = [2, 2], got [2, 1]",
     ),
     "organize_chain": (
-        lambda i: organize_chain(CONSTANTS, i),
+        lambda i: eagle_fn.organize_chain(CONSTANTS, i),
         (ML_I,),
         (ML_I.int(),),
         "organize_chain: topk_index must be an int64 tensor, got torch.int32",
     ),
     "build_verify_tree": (
-        lambda b, s: build_verify_tree(CFG, TREE, b, s),
-        ROWS,
-        (ROWS[0], ROWS[1][:1]),
+        lambda b, s: eagle_fn.build_verify_tree(TREE_CFG, TREE, b, s),
+        (BONUS, SEQ_LENS),
+        (BONUS, SEQ_LENS[:1]),
         "build_verify_tree: seq_lens must have shape [bs] = [2], got [1]",
     ),
     "is_valid_tree": (
-        lambda p: is_valid_tree(CFG, TREE._replace(parent_list=p)),
+        lambda p: eagle_fn.is_valid_tree(TREE_CFG, TREE._replace(parent_list=p)),
         (TREE.parent_list,),
         (TREE.parent_list[:, :2],),
         "is_valid_tree: tree.parent_list must have shape [bs, parent_width] = [2, 3], got [2, 2]",
     ),
     "verify_greedy": (
-        lambda t: verify_greedy(CFG, VT, t),
+        lambda t: eagle_fn.verify_greedy(TREE_CFG, VT, t),
         (torch.zeros(8, dtype=torch.int64),),
         (torch.zeros(7, dtype=torch.int64),),
         "verify_greedy: target_predict must have shape [bs * N] = [8] or [bs, N] = [2, 4], got [7]",
     ),
     "verify_sampling": (
-        lambda q, u, f: verify_sampling(CFG, VT, q, u, f),
+        lambda q, u, f: eagle_fn.verify_sampling(TREE_CFG, VT, q, u, f),
         (PROBS, *COINS),
         (PROBS, COINS[0][:, :3], COINS[1]),
         "verify_sampling: uniforms must have shape [bs, N] = [2, 4], got [2, 3]",
     ),
     "target_probs_from_logits": (
-        lambda x, t: target_probs_from_logits(x, t),
+        lambda x, t: eagle_fn.target_probs_from_logits(x, t),
         (LOGITS, torch.ones(2)),
         (LOGITS, torch.ones(3)),
         "target_probs_from_logits: logits must have shape [bs, N, V] = [3, N, V] or "

@@ -21,18 +21,22 @@ from eagle_fn import (
     verify_greedy,
 )
 from eagle_fn.toy import greedy_generate, speculative_generate, toy_models
-from helpers.drafts import draft_lists, multilayer, step_inputs
+from helpers.valid_calls import (
+    BONUS,
+    CHAIN_CFG,
+    CONSTANTS,
+    LISTS,
+    ML_I,
+    ML_P,
+    SEQ_LENS,
+    STEP0,
+    STEP1,
+    TARGET,
+    TREE,
+    TREE_CFG,
+    VT,
+)
 
-TREE_CFG, CHAIN_CFG = DraftConfig(2, 2, 4), DraftConfig.chain(2)
-GEN = torch.Generator().manual_seed(0)
-LISTS = draft_lists(TREE_CFG, 2, GEN)
-TREE = organize_tree(TREE_CFG, *LISTS)
-BONUS, SEQ_LENS = torch.tensor([3, 4]), torch.tensor([5, 9])
-VT = build_verify_tree(TREE_CFG, TREE, BONUS, SEQ_LENS)
-TARGET = torch.randint(0, 9, (8,), generator=GEN)
-CONSTANTS = chain_constants(CHAIN_CFG, max_bs=4, device="cpu")
-ML_P, ML_I = multilayer(2, 2, GEN)
-STEP0, STEP1 = step_inputs(TREE_CFG, 0, 2, GEN), step_inputs(TREE_CFG, 1, 2, GEN)
 TOY_TARGET, TOY_DRAFT = toy_models(vocab=8)
 PROMPTS = torch.tensor([[1, 2, 3], [4, 5, 6]])
 DTYPES = [
