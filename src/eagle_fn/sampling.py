@@ -159,13 +159,13 @@ def child_lists(next_token: Tensor, next_sibling: Tensor) -> Tensor:
     """
     bs, n = next_sibling.shape
     none = next_sibling.new_full((bs, 1), n)  # [bs, 1] node N: past the end, its own sibling
-    hop = torch.cat([_in_range(next_sibling, n), none], dim=1)  # [bs, N + 1]
+    hop = torch.cat([end_outside(next_sibling, n, n), none], dim=1)  # [bs, N + 1]
     walk = torch.arange(n + 1, device=hop.device).expand(bs, n + 1).unsqueeze(-1)  # [bs, N+1, 1]
     width = 1
     while width < n:
         later = walk.gather(1, hop.unsqueeze(-1).expand(-1, -1, width))  # [bs, N + 1, width]
         walk, hop, width = torch.cat([walk, later], dim=2), hop.gather(1, hop), 2 * width
-    head = _in_range(next_token, n)  # [bs, N]
+    head = end_outside(next_token, n, n)  # [bs, N]
     return walk[:, :, :n].gather(1, head.unsqueeze(-1).expand(-1, -1, n))  # [bs, N, N]
 
 
@@ -256,10 +256,6 @@ def _as_float32(value: float, like: Tensor) -> Tensor:
     float32's range: +-inf, as a C cast rounds it)."""
     wide = torch.full((), value, dtype=torch.float64, device=like.device)
     return wide.to(torch.float32).to(like.dtype)
-
-
-def _in_range(links: Tensor, n: int) -> Tensor:
-    return torch.where((links >= 0) & (links < n), links, n)  # [bs, N]
 
 
 def sampling_args(

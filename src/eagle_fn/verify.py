@@ -98,9 +98,9 @@ def greedy_core(
     return GreedyVerdict(accept_index, num_accepted, commit(accept_index, target, n))
 
 
-def end_outside(links: Tensor, n: int) -> Tensor:
-    """``links`` with every value outside ``0..n-1`` made -1: such a link ends its list."""
-    return torch.where((links >= 0) & (links < n), links, -1)  # [links.shape]
+def end_outside(links: Tensor, n: int, end: int = -1) -> Tensor:
+    """``links`` with every value outside ``0..n-1`` made ``end``: such a link ends its list."""
+    return torch.where((links >= 0) & (links < n), links, end)  # [links.shape]
 
 
 def first_match_along(next_sibling: Tensor, head: Tensor, match: Tensor) -> Tensor:
