@@ -269,6 +269,19 @@ def test_organize_reads_more_steps_than_slots(path, steps, device):
         assert_organize_matches(cfg, draft_lists(cfg, 2, gen, "ties", device), device)
 
 
+def test_organize_launch_takes_38_arguments(monkeypatch):
+    # Triton's launcher binds and hashes every argument in Python on each call, None slots
+    # included (docs/kernels.md): 8 slots a list, 3 lists, 3 outputs, 10 constants, warps.
+    launches = []
+    monkeypatch.setattr(kernel_organize, "launch", lambda *a, **k: launches.append((a, k)))
+    cfg = DraftConfig(4, 4, 16)
+    kernels.organize_tree(cfg, *draft_lists(cfg, 2, torch.Generator().manual_seed(0)))
+    ((args, options),) = launches
+    positional = args[2:]  # after the kernel and the grid
+    assert len(positional) + len(options) == 38
+    assert sum(a is None for a in positional) == 13  # 4 + 4 + 5 unused slots
+
+
 def test_organize_reads_strided_inputs(device):
     cfg = DraftConfig(3, 3, 8)
     gen = torch.Generator().manual_seed(3)
