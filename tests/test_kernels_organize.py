@@ -19,7 +19,13 @@ from eagle_fn.kernels import selection as kernel_selection
 from eagle_fn.profiling import OpCounter
 from helpers import reference
 from helpers.asserts import assert_matches, assert_trees_equal
-from helpers.kernel_support import KERNEL_DEVICES, SCORE_DTYPES, hard_scores, resolved
+from helpers.kernel_support import (
+    KERNEL_DEVICE,
+    KERNEL_DEVICES,
+    SCORE_DTYPES,
+    hard_scores,
+    resolved,
+)
 
 pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
 
@@ -275,7 +281,8 @@ def test_organize_launch_takes_38_arguments(monkeypatch):
     launches = []
     monkeypatch.setattr(kernel_organize, "launch", lambda *a, **k: launches.append((a, k)))
     cfg = DraftConfig(4, 4, 16)
-    kernels.organize_tree(cfg, *draft_lists(cfg, 2, torch.Generator().manual_seed(0)))
+    gen = torch.Generator().manual_seed(0)
+    kernels.organize_tree(cfg, *draft_lists(cfg, 2, gen, device=KERNEL_DEVICE))
     ((args, options),) = launches
     positional = args[2:]  # after the kernel and the grid
     assert len(positional) + len(options) == 38
