@@ -3,6 +3,7 @@
 import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -130,6 +131,24 @@ def test_triton_availability_matches_an_import():
     else:
         installed = True
     assert _backend.triton_available() is installed
+
+
+@pytest.mark.compiled
+def test_a_callers_compile_traces_the_availability_check_without_warning(monkeypatch):
+    # The kernels check their device inside a caller's torch.compile. Dynamo warns when it
+    # traces a functools cache wrapper, once per process: forget earlier warnings first.
+    monkeypatch.setattr(torch._dynamo.utils, "warn_once_cache", set())
+    torch._dynamo.reset()
+
+    def runnable(x):
+        return x + (_backend.triton_unavailable_reason(x.device) is None)
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = torch.compile(runnable, fullgraph=True)(torch.zeros(2))
+    torch._dynamo.reset()
+    assert out.tolist() == [0.0, 0.0]  # CPU tensors without the interpreter: a reason
+    assert [str(w.message) for w in seen if "lru_cache" in str(w.message)] == []
 
 
 def test_eagle_fn_imports_without_triton():

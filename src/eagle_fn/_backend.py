@@ -96,8 +96,14 @@ def interpreting() -> bool:
     return os.environ.get(INTERPRET_VAR, "").strip().lower() in ("1", "true", "on")
 
 
-@functools.cache
-@torch.compiler.assume_constant_result  # torch 2.11's dynamo cannot trace find_spec
+# Dynamo runs an assume_constant_result function instead of tracing it: torch 2.11 cannot
+# trace find_spec, and a traced functools.cache wrapper draws a warning in callers' compiles.
+@torch.compiler.assume_constant_result
 def triton_available() -> bool:
     """Whether ``triton`` can be imported, found without importing it (which takes seconds)."""
+    return _triton_found()
+
+
+@functools.cache
+def _triton_found() -> bool:
     return importlib.util.find_spec("triton") is not None
