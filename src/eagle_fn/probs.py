@@ -67,16 +67,7 @@ def draw_uniforms(
         >>> bool(((coins.uniforms > 0) & (coins.uniforms < 1)).all())
         True
     """
-    where = "draw_uniforms"
-    require_int(where, "bs", bs, 0)
-    require_int(where, "num_draft_tokens", num_draft_tokens, 1)
-    if generator is not None:
-        require_type(where, "generator", generator, torch.Generator, "a torch.Generator or None")
-    if device is None:
-        device = generator.device if generator is not None else torch.device("cpu")
-    device = as_device(where, device)
-    if generator is not None and generator.device.type != device.type:
-        raise ValueError(f"{where}: generator is on {generator.device}, device is {device}")
+    device = _check_coins(bs, num_draft_tokens, generator, device)
     bins = torch.randint(
         0, 2**UNIFORM_BITS, (bs, num_draft_tokens + 1), generator=generator, device=device
     )  # [bs, N + 1]
@@ -84,12 +75,24 @@ def draw_uniforms(
     return Uniforms(coins[:, :-1].contiguous(), coins[:, -1].contiguous())
 
 
+def _check_coins(
+    bs: int, num_draft_tokens: int, generator: torch.Generator | None, device: object
+) -> torch.device:
+    """Checks :func:`draw_uniforms`' arguments; returns where to draw."""
+    where = "draw_uniforms"
+    require_int(where, "bs", bs, 0)
+    require_int(where, "num_draft_tokens", num_draft_tokens, 1)
+    if generator is None:
+        return as_device(where, "cpu" if device is None else device)
+    require_type(where, "generator", generator, torch.Generator, "a torch.Generator or None")
+    drawn_on = as_device(where, generator.device if device is None else device)
+    if generator.device.type != drawn_on.type:
+        raise ValueError(f"{where}: generator is on {generator.device}, device is {drawn_on}")
+    return drawn_on
+
+
 def target_probs_from_logits(
-    logits: Tensor,
-    temperature: Tensor,
-    *,
-    top_k: Tensor | None = None,
-    top_p: Tensor | None = None,
+    logits: Tensor, temperature: Tensor, *, top_k: Tensor | None = None, top_p: Tensor | None = None
 ) -> Tensor:
     """The target's sampling distribution at every node, per request (docs/semantics.md §9).
 
@@ -113,10 +116,9 @@ def target_probs_from_logits(
     """
     rows = _check_logits(logits, temperature, top_k, top_p)
     bs, vocab = temperature.shape[0], logits.shape[-1]
-    dtype = compute_dtype(logits.dtype)
-    x = logits.reshape(bs, rows, vocab).to(dtype)  # [bs, N, V]
+    x = logits.reshape(bs, rows, vocab).to(compute_dtype(logits.dtype))  # [bs, N, V]
     x = torch.where(torch.isnan(x), -math.inf, x)  # [bs, N, V]
-    temps = temperature.to(dtype).view(bs, 1, 1)  # [bs, 1, 1]
+    temps = temperature.to(x.dtype).view(bs, 1, 1)  # [bs, 1, 1]
     greedy = temps <= 0  # [bs, 1, 1]
     # Shifted to the row's max before dividing: a tiny temperature cannot overflow to inf.
     shifted = x - x.amax(-1, keepdim=True)  # [bs, N, V] NaN where no logit is finite
