@@ -5,7 +5,8 @@ Run from the repository root on a CUDA machine (``bench/gpu_check.sh`` does)::
     PYTHONPATH=src:bench python bench/sweep_sampling.py
 
 For each vocabulary of ``bench_sampling.py`` and each launch shape (split or single program
-per request, blocks per program, programs, block width, warps) it prints the CUDA-graph
+per request, blocks per program, or per load of a single program, programs, block width,
+warps) it prints the CUDA-graph
 replay µs, whether the tokens equal the torch function's on the bench's inputs (smooth rows:
 a False can be a rounding tie at a block boundary, not a bug) and whether 20 repeated calls
 agree with the first (a race between a row's programs would break that).
@@ -24,6 +25,9 @@ from gpu import graph_replay_us
 # SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS
 SHAPES = [
     (False, 1, 1, 4096, 8),
+    (False, 4, 1, 4096, 8),  # one launch, several blocks' loads in flight
+    (False, 4, 1, 4096, 16),
+    (False, 8, 1, 4096, 16),
     (True, 2, 512, 4096, 8),
     (True, 1, 1024, 4096, 8),
     (True, 4, 256, 4096, 8),

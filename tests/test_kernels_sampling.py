@@ -125,11 +125,12 @@ def test_vocabulary_wider_than_a_block():
         check(cfg, vt, q, u, torch.full((2,), final))
 
 
-# Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request; one per
-# block; four blocks a load, so that 7 blocks leave the last load one past the row's end;
-# about 8 programs in all, so that a program loops over several loads.
+# Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request, a block or
+# four a load; one program per block; four blocks a load, so that 7 blocks leave the last
+# load one past the row's end; about 8 programs in all, so that a program loops over loads.
 SHAPES = {
     "single": (False, 1, 1),
+    "single4": (False, 4, 1),
     "split": (True, 1, 10**6),
     "split4": (True, 4, 10**6),
     "chunked": (True, 1, 8),

@@ -26,11 +26,10 @@ def verify_sampling_kernel(
 ):  # fmt: skip
     """``parts`` programs per request, each with the bounded walk; then the final draw.
 
-    ``SPLIT``: the final row's chunks of ``PER_PROGRAM`` blocks of ``BLOCK_V`` entries go
-    ``chunks`` to a program: program ``part`` sums each block of chunks ``part * chunks`` on
-    into ``sums``. The request's last program to arrive (``arrivals``, zeroed by the caller)
-    adds the block sums up and draws. Otherwise ``parts`` is 1 and the one program does both
-    itself, over the whole row.
+    The final row's chunks of ``PER_PROGRAM`` blocks of ``BLOCK_V`` entries go ``chunks`` to a
+    program: program ``part`` sums each block of chunks ``part * chunks`` on into ``sums``.
+    ``SPLIT``: the request's last program to arrive (``arrivals``, zeroed by the caller) adds
+    the block sums up and draws. Otherwise ``parts`` is 1 and the one program draws itself.
     """
     pid = tl.program_id(0)
     row = (pid // parts).to(tl.int64)
@@ -46,25 +45,19 @@ def verify_sampling_kernel(
     blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS] the final row's blocks, both shapes
     slot = tl.minimum(tl.maximum(last, 0), total_nodes)
     num_blocks = tl.cdiv(vocab, BLOCK_V)
-    if SPLIT:
-        _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop, vocab,
-                    num_blocks, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS, PER_PROGRAM)  # fmt: skip
-        _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, parts, start,
-                           rejected, drop, coin, slot, total_nodes, vocab, blocks, num_blocks,
-                           HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
-    else:
-        token = _draw_whole_row(q_ptr, p_ptr, start, rejected, drop, coin, vocab, blocks,
-                                num_blocks, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
-        tl.debug_barrier()  # the walk's stores (other threads) land first: a revisited slot
-        tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
+    _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop, vocab,
+                num_blocks, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS, PER_PROGRAM)  # fmt: skip
+    _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, parts, start,
+                       rejected, drop, coin, slot, total_nodes, vocab, blocks, num_blocks,
+                       HAS_DRAFT, WIDE, SPLIT, BLOCK_V, MAX_BLOCKS)  # fmt: skip
 
 
 @triton.jit
 def _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop, vocab,
                 num_blocks, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
                 MAX_BLOCKS: tl.constexpr, PER_PROGRAM: tl.constexpr):  # fmt: skip
-    """``SPLIT``: program ``part``'s share of the final row, each block's float64 sum stored
-    into the request's ``sums``."""
+    """Program ``part``'s share of the final row, each block's float64 sum stored into the
+    request's ``sums``."""
     for c in range(chunks):
         # One load a chunk, so that its blocks' loads are in flight together.
         chunk = part * chunks + c
@@ -80,15 +73,18 @@ def _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop
 @triton.jit
 def _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, parts, start,
                        rejected, drop, coin, slot, total_nodes, vocab, blocks, num_blocks,
-                       HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
-                       MAX_BLOCKS: tl.constexpr):  # fmt: skip
-    """``SPLIT``: the request's last program to arrive adds up every program's block sums
-    (``blocks``: the indices of the ``num_blocks``) and draws the final token into ``slot``."""
-    # Every thread's stores (and part 0's walk outputs) precede the release below; the
-    # last arrival's acquire makes them all visible to it.
+                       HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, SPLIT: tl.constexpr,
+                       BLOCK_V: tl.constexpr, MAX_BLOCKS: tl.constexpr):  # fmt: skip
+    """The request's last program to arrive (``SPLIT``; else its only one) adds up every
+    program's block sums (``blocks``: the indices of the ``num_blocks``) and draws the final
+    token into ``slot``."""
+    # Every thread's stores (the block sums, part 0's walk outputs) precede the barrier and,
+    # split, the release below; the last arrival's acquire makes them all visible to it.
     tl.debug_barrier()
-    arrived = tl.atomic_add(arrivals_ptr + row, 1, sem="acq_rel", scope="gpu")
-    if arrived == parts - 1:
+    last = True
+    if SPLIT:
+        last = tl.atomic_add(arrivals_ptr + row, 1, sem="acq_rel", scope="gpu") == parts - 1
+    if last:
         sums = tl.load(sums_ptr + row * MAX_BLOCKS + blocks, mask=blocks < num_blocks,
                        other=0.0, cache_modifier=".cg")  # fmt: skip
         ends = tl.cumsum(sums, axis=0)  # [MAX_BLOCKS] the running sum at each block's end
@@ -96,26 +92,6 @@ def _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, 
         token = _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin,
                         num_blocks, vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
         tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
-
-
-@triton.jit
-def _draw_whole_row(q_ptr, p_ptr, start, rejected, drop, coin, vocab, blocks, num_blocks,
-                    HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
-                    MAX_BLOCKS: tl.constexpr):  # fmt: skip
-    """One program for the request: the final token, from block sums and running sums kept
-    in registers (``blocks``: their indices), block by block over the whole row."""
-    carry = (start * 0).to(tl.float64)
-    sums = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
-    ends = tl.zeros([MAX_BLOCKS], dtype=tl.float64)
-    for block in range(num_blocks):
-        mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V, vocab,
-                              HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
-        block_sum = tl.sum(mass.to(tl.float64), axis=0)
-        carry += block_sum
-        sums = tl.where(blocks == block, block_sum, sums)
-        ends = tl.where(blocks == block, carry, ends)
-    return _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, carry, coin, num_blocks,
-                   vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
 
 
 @triton.jit

@@ -1,18 +1,19 @@
 """Fused sampling verification: each request's walk and final draw in one Triton launch.
 
 One kernel launch per call, in the op ``eagle_fn::verify_sampling`` (registered and launched
-by ``kernels._ops``, as every kernel is), plus the fill that zeroes the split layout's arrival
+by ``kernels._ops``, as every kernel is), plus, split, the fill that zeroes the arrival
 counters. ``SPLIT``: several programs per request; each walks the tree and sums its chunks
 of the final row block by block, and the request's last program to arrive draws, rescanning
 only the block that holds ``coin * total`` (docs/sampling.md, "The fused kernel"). Otherwise
-one program per request does the same over its whole row. Either way the row is read once,
-plus one block.
+one program per request does the same over its whole row, in one launch. Either way the row
+is read once, plus one block.
 
 Exactness against :func:`eagle_fn.verify_sampling` (the torch function): ``accept_index`` and
 ``num_accepted`` are equal bit for bit on every input (the accumulator adds in the same order,
 in the same type, and divides with IEEE rounding). The final token is equal whenever the
 float64 running sums of the final row are exact (as for dyadic probabilities such as 0.25),
-because this kernel sums within blocks as a tree and the torch function sums sequentially;
+because this kernel sums within blocks as a tree and across them as a scan, and the torch
+function sums sequentially;
 otherwise they can differ only where a running sum ties ``coin * total`` within rounding.
 ``predicts`` is then equal too, given ``retrieve_index = row * N + node`` (each request's
 programs zero and write its own slots). No product feeds a sum, so FMA fusion cannot change a
@@ -42,7 +43,7 @@ NUM_WARPS = 8
 # spreads over the GPU: about PROGRAMS in all, at most one per chunk of BLOCKS_PER_PROGRAM
 # blocks, loaded at once (bs 32, V 128256: 512 programs, 32 float32 loads in flight a
 # thread; bs 256: 2 programs a request, 8 chunks each). False: one program per request
-# loops over its row's blocks.
+# loops over its row's chunks, in one launch: no arrival counters to zero.
 SPLIT = True
 BLOCKS_PER_PROGRAM = 2  # a power of 2
 PROGRAMS = 512
@@ -84,8 +85,9 @@ def _verify_sampling(
     accept_index, num_accepted, predicts = empty_verdict(retrieve_index, draft_tokens, num_steps)
     block = min(BLOCK_V, power_of_2(vocab))
     num_blocks = -(-vocab // block)
-    per_program = min(BLOCKS_PER_PROGRAM, power_of_2(num_blocks)) if SPLIT else 1
-    parts, chunks = _parts(bs, -(-num_blocks // per_program)) if SPLIT else (1, 1)
+    per_program = min(BLOCKS_PER_PROGRAM, power_of_2(num_blocks))
+    num_chunks = -(-num_blocks // per_program)
+    parts, chunks = _parts(bs, num_chunks) if SPLIT else (1, num_chunks)
     max_blocks = power_of_2(num_blocks)
     sums, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
     launch(
@@ -115,14 +117,12 @@ def _parts(bs: Any, num_chunks: int) -> tuple[Any, Any]:
 
 
 def _scratch(like: Tensor, max_blocks: int, split: bool) -> tuple[Tensor, Tensor]:
-    """A split launch's block sums and arrival counters; unread placeholders otherwise. Only
-    the counters must start at 0: the one fill."""
+    """The block sums, and a split launch's arrival counters (an unread placeholder
+    otherwise). Only the counters must start at 0: the one fill."""
+    sums = like.new_empty(like.shape[0], max_blocks, dtype=torch.float64)  # [bs, MAX_BLOCKS]
     if not split:
-        return like.new_empty(1, dtype=torch.float64), like.new_empty(1, dtype=torch.int32)
-    return (
-        like.new_empty(like.shape[0], max_blocks, dtype=torch.float64),  # [bs, MAX_BLOCKS]
-        like.new_zeros(like.shape[0], dtype=torch.int32),  # [bs]
-    )
+        return sums, like.new_empty(1, dtype=torch.int32)  # [1]
+    return sums, like.new_zeros(like.shape[0], dtype=torch.int32)  # [bs]
 
 
 VERIFY_SAMPLING = register_op("verify_sampling", _verify_sampling, verify_sampling_kernel)
