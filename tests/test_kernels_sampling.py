@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig, VerifyTree, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
+from eagle_fn.profiling import count_kernels
 from helpers.asserts import on
 from helpers.kernel_support import without_interpreter
 from helpers.sampling_inputs import (
@@ -319,20 +320,40 @@ def test_small_blocks_match_torch_on_chains(case, split):
         check(*case)
 
 
-@pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="the interpreter runs a row's programs one by one"
-)
-@SPLITS
-def test_repeated_calls_agree_on_a_gpu(split):
-    # A row's programs really run at once here: a missed block sum (a race between the last
-    # program and the others) would change tokens between calls. Dyadic rows: exact sums.
+def gpu_case():
+    """bs 32, k 4, S 4, N 16, V 32000 with dyadic rows (exact sums): the torch function's
+    verdict on CPU tensors, and the arguments after ``cfg`` on CUDA."""
     gen = torch.Generator().manual_seed(7)
     cfg, bs, vocab = DraftConfig(4, 4, 16), 32, 32000
     vt = organized_tree(cfg, bs, gen, vocab)
     q = torch.randint(0, 3, (bs, 16, vocab), generator=gen).to(torch.float32) * 2.0**-10
     u, final = coins(bs, 16, gen, "uniform")
     want = verify_sampling(cfg, vt, q, u, final)
-    args = (on(vt, "cuda"), q.cuda(), u.cuda(), final.cuda())
+    return cfg, want, (on(vt, "cuda"), q.cuda(), u.cuda(), final.cuda())
+
+
+ON_A_GPU = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="CUDA only: the interpreter launches nothing and runs a row's programs one by one",
+)
+
+
+@ON_A_GPU
+@SPLITS
+def test_one_launch_per_call_and_a_fill_when_split(split):
+    cfg, _, args = gpu_case()
+    with launch_shape(ksampling.BLOCK_V, split):
+        ksampling.verify_sampling(cfg, *args)  # the first call compiles
+        launches = count_kernels(ksampling.verify_sampling, cfg, *args)
+    assert launches == (2 if SHAPES[split][0] else 1)
+
+
+@ON_A_GPU
+@SPLITS
+def test_repeated_calls_agree_on_a_gpu(split):
+    # A row's programs really run at once here: a missed block sum (a race between the last
+    # program and the others) would change tokens between calls. Dyadic rows: exact sums.
+    cfg, want, args = gpu_case()
     with launch_shape(ksampling.BLOCK_V, split):
         for _ in range(20):
             got = ksampling.verify_sampling(cfg, *args)
