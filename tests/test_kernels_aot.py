@@ -19,24 +19,42 @@ from helpers import kernel_aot, kernel_aot_variants
 EXACT = "ftz=False approx=False fma=False"
 
 
-@pytest.mark.skipif(
+NOT_ON_A_GPU = pytest.mark.skipif(
     torch.cuda.is_available(), reason="the kernel tests compile for this GPU; CI checks the PTX"
 )
-def test_every_kernel_compiles_for_a_hopper_gpu():
-    # The interpreter runs Python that Triton's compiler may reject (an early return in a
-    # constexpr branch, say): compile each kernel for sm_90 for real, in a clean process.
+
+
+def run_kernel_aot(*options):
+    """``kernel_aot.py`` in a clean process (no interpreter); its output lines."""
     pytest.importorskip("triton.backends.nvidia", reason="needs Triton's NVIDIA backend")
     package_root = str(Path(eagle_fn.__file__).parents[1])
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
     }
-    script = kernel_aot.__file__
-    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+    command = [sys.executable, str(kernel_aot.__file__), *options]
+    out = subprocess.run(command, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.splitlines()
+
+
+@NOT_ON_A_GPU
+def test_every_kernel_compiles_for_a_hopper_gpu():
+    # The interpreter runs Python that Triton's compiler may reject (an early return in a
+    # constexpr branch, say): compile each kernel for sm_90 for real, in a clean process.
     # One line per CI variant, in order, each without flushes, approximations or fusions.
     names = [name for name, _ in kernel_aot_variants.variants(everything=False)]
-    assert out.stdout.splitlines() == [f"{name}: {EXACT}" for name in names]
+    assert run_kernel_aot() == [f"{name}: {EXACT}" for name in names]
+
+
+@NOT_ON_A_GPU
+def test_each_kernel_compiles_once_whatever_the_batch_size():
+    # A serving loop's batch size changes every step; a kernel specialized on a batch-dependent
+    # int (equal to 1, divisible by 16) would compile again, seconds each, mid-serving.
+    sizes = ", ".join(map(str, kernel_aot_variants.BATCH_SIZES))
+    stages = [stage for stage, _ in kernel_aot_variants.batch_launchers(1)]
+    want = [f"{stage}: 1 compile(s) over bs {sizes}" for stage in stages]
+    assert run_kernel_aot("--batch-keys") == want
 
 
 @pytest.mark.parametrize(

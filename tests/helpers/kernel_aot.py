@@ -49,6 +49,33 @@ def compile_for_hopper(kernel, args, kwargs):
     return compile(source, target=target, options=options.__dict__)
 
 
+def specialization(kernel, args, kwargs):
+    """What decides whether a launch compiles anew: the signature types, specializations
+    (ints equal to 1, 16-divisible ints and pointers) and options ``JITFunction.run`` binds
+    for sm_90, as text."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    backend = make_backend(GPUTarget(*HOPPER))
+    bind = create_function_from_signature(kernel.signature, kernel.params, backend)
+    _, specialized, options = bind(*args, **kwargs)
+    return repr((specialized, sorted(options.items())))
+
+
+def batch_keys():
+    """One line a stage: how many compiles its launches take over ``BATCH_SIZES``."""
+    import kernel_aot_variants as variants
+
+    keys = {}
+    for bs in variants.BATCH_SIZES:
+        for stage, launcher in variants.batch_launchers(bs):
+            for kernel, args, kwargs in variants.recorded_launches(launcher):
+                keys.setdefault(stage, set()).add(specialization(kernel, args, kwargs))
+    sizes = ", ".join(map(str, variants.BATCH_SIZES))
+    return [f"{stage}: {len(found)} compile(s) over bs {sizes}" for stage, found in keys.items()]
+
+
 def fusable(ptx):
     """Whether the PTX has a float FMA, or a product ptxas may fuse into an add: an unrounded
     ``mul`` whose result an unrounded ``add``/``sub`` reads (explicit ``.rn`` forbids it)."""
@@ -76,11 +103,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="every variant, not the CI set")
     parser.add_argument("-k", default="", help="only variants whose name contains this")
+    parser.add_argument("--batch-keys", action="store_true", help="compiles per batch size")
     options = parser.parse_args(argv)
     # Only here, never at import: pytest's --doctest-modules imports this file too, and the
     # kernel tests need the interpreter's kernels in their own process.
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default, said explicitly
+    if options.batch_keys:
+        print("\n".join(batch_keys()))
+        return
     import kernel_aot_variants as variants
 
     launched = set()

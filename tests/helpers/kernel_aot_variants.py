@@ -208,3 +208,48 @@ def sampling_variants():
         yield name, True, partial(launch, LARGE, 128256, torch.float32, split=split)
         name = f"verify sampling draft {shape} {label(CHAIN)} V32000 float32"
         yield name, False, partial(launch, CHAIN, 32000, torch.float32, torch.float32, split=split)
+
+
+# Batch sizes whose launches must share one compile: ints equal to 1, divisible by 16 or
+# neither, each way Triton could specialize a batch-dependent int.
+BATCH_SIZES = (1, 2, 3, 16, 17, 33)
+
+
+def batch_launchers(bs):
+    """``(stage, launcher)`` for every kernel at batch size ``bs``: what a serving loop
+    launches as its batch changes. The sampling launches take 8 programs in all, so that
+    their programs per request (4, 3 or 1) and chunks per program change with ``bs``."""
+    from eagle_fn import layout, organize, sampling, selection, verify
+    from eagle_fn.kernels import greedy, tree_core
+    from eagle_fn.kernels import sampling as fused_sampling
+    from eagle_fn.kernels import selection as fused_select
+    from eagle_fn.kernels import verify as fused_verify
+
+    cfg, k, n = SMALL, SMALL.topk, SMALL.num_draft_tokens
+    vt = verify_tree(cfg, bs)[2]
+    scores = draft_steps(cfg, bs, torch.float32)[0].scores
+    p = torch.zeros(bs * k, k)  # [bs * k, k]
+    ids = torch.zeros_like(p, dtype=torch.int64)  # [bs * k, k]
+    q = torch.empty(bs * n, 32000)  # [bs * N, V] never read: only compiled
+    coins = torch.zeros(bs, n), torch.zeros(bs)  # [bs, N], [bs]
+
+    def sample(split):
+        default = fused_sampling.SPLIT, fused_sampling.PROGRAMS
+        fused_sampling.SPLIT, fused_sampling.PROGRAMS = split, 8
+        try:
+            fused_sampling.sampling_core(*sampling.sampling_args(cfg, vt, q, *coins))
+        finally:
+            fused_sampling.SPLIT, fused_sampling.PROGRAMS = default
+
+    select_args = selection.select_args(cfg, 1, p, ids, scores)
+    yield "select step 1", lambda: fused_select.select_core(*select_args)
+    lists = draft_lists(cfg, bs, torch.float32)
+    yield "organize", lambda: tree_core(*organize.tree_args(cfg, *lists))
+    odd = DraftConfig(2, 2, 5)  # N = 5: the FULL mask's length bs * N * (seq_len + N) varies
+    odd_tree, odd_lens, _ = verify_tree(odd, bs)
+    args = layout.verify_args(odd, odd_tree, odd_lens, odd_lens + bs, mask_mode=MaskMode.FULL)
+    yield "verify build FULL", lambda: fused_verify.verify_core(*args)
+    target = torch.zeros(bs * n, dtype=torch.int64)  # [bs * N]
+    yield "verify greedy", lambda: greedy.greedy_core(*verify.greedy_args(cfg, vt, target))
+    yield "verify sampling split", partial(sample, True)
+    yield "verify sampling single", partial(sample, False)

@@ -13,7 +13,9 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# The FULL mask's length changes with every call; specialized (equal to 1, divisible by 16),
+# it would compile the kernel again for each kind of value. It only bounds stores.
+@triton.jit(do_not_specialize=["total"])
 def verify_build_kernel(
     parent_ptr, selected_ptr, draft_ptr, bonus_ptr, seq_lens_ptr, tokens_ptr, positions_ptr,
     mask_ptr, index_ptr, next_ptr, sibling_ptr, topk, num_steps, width, n, total,

@@ -16,7 +16,9 @@ from ._floats import widen
 from ._walk import walk
 
 
-@triton.jit
+# The ints that change with the batch size only bound indices and loops: unspecialized, one
+# compile serves every batch size.
+@triton.jit(do_not_specialize=["total_nodes", "parts", "chunks"])
 def verify_sampling_kernel(
     tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, final_ptr, accept_ptr,
     num_ptr, predicts_ptr, sums_ptr, arrivals_ptr, n, vocab, num_steps, total_nodes, parts, chunks,

@@ -13,7 +13,8 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# The batch size only bounds indices: unspecialized, one compile serves every batch size.
+@triton.jit(do_not_specialize=["bs"])
 def verify_greedy_kernel(
     tokens_ptr,
     index_ptr,
