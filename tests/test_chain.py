@@ -3,7 +3,17 @@ import threading
 import pytest
 import torch
 
-from eagle_fn import DraftConfig, _memo, chain, chain_constants, check_constants, organize_chain
+from eagle_fn import (
+    DraftConfig,
+    DraftOrganizer,
+    _memo,
+    chain,
+    chain_constants,
+    check_constants,
+    organize_chain,
+    organize_tree,
+)
+from helpers.drafts import draft_lists
 
 
 @pytest.fixture
@@ -85,6 +95,39 @@ def test_concurrent_first_use_builds_once(monkeypatch):
     assert len(builds) == 1
     assert all(r is results[0] for r in results)
     assert len({r.parents.data_ptr() for r in results}) == 1
+
+
+def test_constants_first_built_in_inference_mode_serve_every_caller(fresh_cache):
+    # Engines run under inference mode: cached inference tensors would have no version
+    # counter (check() reads it) and could never meet autograd afterwards.
+    cfg, tree_cfg = DraftConfig.chain(3), DraftConfig(2, 2, 4)
+    scores, tokens, parents = draft_lists(tree_cfg, 2, torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        worker = DraftOrganizer(cfg, max_bs=4, device="cpu", compile=False)
+        tree = worker.organize(torch.rand(2, 3), torch.tensor([[11, 0, 6], [5, 10, 3]]))
+        worker.reconfigure(DraftConfig.chain(2))
+        want = organize_tree(tree_cfg, scores, tokens, parents)  # caches the ranking's keys
+    assert tree.parent_list.tolist() == [[-1, 0, 1]] * 2
+    assert not chain_constants(cfg, max_bs=4, device="cpu").parents.is_inference()
+    check_constants()
+    with_grad = [s.clone().requires_grad_() for s in scores]  # the cached keys meet autograd
+    got = organize_tree(tree_cfg, with_grad, tokens, parents)
+    assert got.top_scores_index.tolist() == want.top_scores_index.tolist()
+
+
+def test_a_capture_builds_capturable_values_uncached_and_refuses_the_rest(fresh_cache, monkeypatch):
+    # No GPU here: the capture is simulated. Its kernels would be recorded, not run.
+    monkeypatch.setattr(_memo, "_capturing", lambda: True)
+    built = []
+    first = _memo.memoized(("keys",), lambda: built.append(1) or len(built), capturable=True)
+    second = _memo.memoized(("keys",), lambda: built.append(1) or len(built), capturable=True)
+    assert (first, second) == (1, 2)  # built into each capture, never cached
+    with pytest.raises(RuntimeError, match="'chain' was first needed during a CUDA graph"):
+        chain_constants(DraftConfig.chain(3), max_bs=2, device="cpu")
+    monkeypatch.setattr(_memo, "_capturing", lambda: False)
+    cached = chain_constants(DraftConfig.chain(3), max_bs=2, device="cpu")
+    monkeypatch.setattr(_memo, "_capturing", lambda: True)
+    assert chain_constants(DraftConfig.chain(3), max_bs=2, device="cpu") is cached  # a hit
 
 
 def test_check_passes_on_untouched_constants(fresh_cache):

@@ -17,19 +17,40 @@ _lock = threading.Lock()
 _cache: dict[tuple[object, ...], object] = {}
 
 
-def memoized(key: tuple[object, ...], build: Callable[[], _T]) -> _T:
+def memoized(key: tuple[object, ...], build: Callable[[], _T], *, capturable: bool = False) -> _T:
     """Returns the value cached under ``key``, calling ``build`` at most once per key.
 
-    Nothing is ever evicted: captured graphs may hold the addresses of cached tensors.
+    ``build`` runs outside inference mode: engines call eagle_fn under it, and inference
+    tensors, cached, would break every later caller outside it (no version counter, no
+    autograd). Nothing is ever evicted: captured graphs may hold the addresses of cached
+    tensors. A value first needed while a CUDA graph is being captured cannot be cached: the
+    capture records its kernels without running them. ``capturable`` values are then built
+    into the graph, uncached; any other raises (build it before capturing).
     """
     value = _cache.get(key)
     if value is None:
+        if _capturing():
+            if not capturable:
+                raise RuntimeError(
+                    f"eagle_fn's cache entry {key[0]!r} was first needed during a CUDA graph "
+                    f"capture, where it cannot be built: build the worker (or make one call) "
+                    f"before capturing"
+                )
+            with torch.inference_mode(False):
+                return build()
         with _lock:
             value = _cache.get(key)
             if value is None:
-                value = build()
+                with torch.inference_mode(False):
+                    value = build()
                 _cache[key] = value
     return cast(_T, value)
+
+
+def _capturing() -> bool:
+    """Whether this thread's current CUDA stream is being captured (CUDA is not initialized
+    to find out)."""
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
 
 
 def cached_values() -> list[object]:
