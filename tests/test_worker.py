@@ -7,6 +7,7 @@ from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
     MaxBatchWarning,
+    _memo,
     chain_constants,
     organize_multilayer,
     organize_tree,
@@ -94,6 +95,18 @@ def test_reconfigure_never_rebinds_constants():
     # Another worker with the same key shares the very same buffers.
     other = worker(chain3)
     assert other.organize(torch.rand(2, 3), idx3).parent_list.data_ptr() == ptr3
+
+
+def test_a_failed_reconfigure_keeps_the_old_config(monkeypatch):
+    w = worker(DraftConfig.chain(3), max_bs=13)
+    monkeypatch.setattr(_memo, "_capturing", lambda: True)  # uncached constants now raise
+    with pytest.raises(RuntimeError, match="first needed during a CUDA graph capture"):
+        w.reconfigure(DraftConfig.chain(2))
+    monkeypatch.undo()
+    assert w.config == DraftConfig.chain(3)
+    topk_p, topk_index = multilayer(3, 2, torch.Generator().manual_seed(0))
+    tree = w.organize(topk_p, topk_index)
+    assert_trees_equal(tree, organize_multilayer(DraftConfig.chain(3), topk_p, topk_index))
 
 
 ALL_PATHS = {"chain", "chain_steps", "multilayer", "tree", "chain_verify", "verify"}
@@ -222,6 +235,18 @@ def test_a_batch_above_max_bs_warns_once_per_worker():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # within max_bs: silent
         w.organize(*multilayer(3, 4, torch.Generator().manual_seed(1)))
+
+
+@pytest.mark.compiled
+def test_a_batch_above_max_bs_inside_a_callers_compile_takes_the_general_path():
+    # Dynamo cannot trace warnings.warn: the warning is left out, the values are not.
+    torch._dynamo.reset()
+    cfg = DraftConfig.chain(3)
+    w = worker(cfg, max_bs=2)
+    big = multilayer(3, 5, torch.Generator().manual_seed(0))
+    got = torch.compile(w.organize, fullgraph=True)(*big)
+    torch._dynamo.reset()
+    assert_trees_equal(got, organize_multilayer(cfg, *big))
 
 
 def test_tree_configs_never_warn():

@@ -107,6 +107,6 @@ class MaxBatchWarning(UserWarning):
     def about(cls, bs: int, max_bs: int) -> MaxBatchWarning:
         return cls(
             f"DraftOrganizer: bs = {bs} exceeds max_bs = {max_bs}, so this chain batch takes "
-            f"the general path (tens of ops instead of none); build the worker with "
+            f"the general path (tens of ops instead of cached constants); build the worker with "
             f"max_bs >= {bs} to keep the fast path. Warned once per worker."
         )

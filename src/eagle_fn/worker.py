@@ -7,6 +7,7 @@ from typing import Any, cast
 
 import torch
 from torch import Tensor
+from torch.compiler import is_compiling
 from typing_extensions import Unpack  # in typing from Python 3.11; torch depends on it
 
 from . import chain, layout, organize
@@ -39,7 +40,8 @@ ROUTES: dict[str, tuple[Any, str, str, slice]] = {
 class DraftOrganizer:
     """The thin stateful front of eagle_fn for a serving engine's draft loop (semantics §6).
 
-    A chain config with ``bs <= max_bs`` takes the chain path (cached constants, no work),
+    A chain config with ``bs <= max_bs`` takes the chain path (cached constants: shared,
+    read-only views; no work),
     anything else the general path, with identical values. ``compile`` and ``backend``
     override ``EAGLE_FN_COMPILE`` and ``EAGLE_FN_BACKEND``. README shows one in use."""
 
@@ -61,13 +63,12 @@ class DraftOrganizer:
         self.reconfigure(cfg)
 
     def reconfigure(self, cfg: DraftConfig) -> None:
-        """Switches to ``cfg``; constants and functions come from the shared caches."""
-        self.config = require_config("DraftOrganizer.reconfigure", cfg)
-        self._fns = path_functions(PATHS, cfg, self.max_bs, self.compiled, self.backend)
+        """Switches to ``cfg`` (or, failing, keeps the old one); the caches supply the rest."""
+        require_config("DraftOrganizer.reconfigure", cfg)
+        fns = path_functions(PATHS, cfg, self.max_bs, self.compiled, self.backend)
         made = {n: p.constants for n, p in PATHS.items() if p.constants and cfg.is_chain}
-        self._constants = {
-            n: c(cfg, max_bs=self.max_bs, device=self.device) for n, c in made.items()
-        }
+        constants = {n: c(cfg, max_bs=self.max_bs, device=self.device) for n, c in made.items()}
+        self.config, self._fns, self._constants = cfg, fns, constants
 
     def organize(self, topk_p: Tensor, topk_index: Tensor) -> DraftTree:
         """``[bs, num_steps]`` each, organized as :func:`~eagle_fn.organize_multilayer` would."""
@@ -92,7 +93,7 @@ class DraftOrganizer:
         checked = checks(self.config, *args, **options, where=where, **self._site)
         lead = checked[1][0] if isinstance(checked[1], (list, tuple)) else checked[1]
         bs, is_chain = lead.shape[0], chain_path in self._constants  # every tensor has bs
-        if is_chain and bs > self.max_bs and not self._warned:
+        if is_chain and bs > self.max_bs and not self._warned and not is_compiling():  # untraceable
             self._warned = True
             warnings.warn(MaxBatchWarning.about(bs, self.max_bs), stacklevel=3)
         if is_chain and bs <= self.max_bs:
