@@ -173,6 +173,19 @@ def test_dynamic_arguments_may_come_by_keyword(fresh_dynamo, features):
 
 
 @pytest.mark.parametrize("features", FEATURES)
+def test_a_compiled_path_runs_inside_a_callers_compile(fresh_dynamo, features):
+    # The caller's compile traces the path's function; marking (the fallback) is eager-only.
+    cfg = DraftConfig.chain(2)
+    constants = chain_constants(cfg, max_bs=MAX_BS, device="cpu")
+    shapes = {"topk_index": _compile.Batch(2, max=MAX_BS)}
+    chain = _compile.compile_fn(_organize_chain, enabled=True, shapes=shapes, features=features)
+    caller = torch.compile(lambda index: chain(constants, index), fullgraph=True)
+    topk_p, topk_index = multilayer(2, 3, torch.Generator().manual_seed(4))
+    assert_trees_equal(caller(topk_index), organize_multilayer(cfg, topk_p, topk_index))
+    assert_untouched([topk_index])
+
+
+@pytest.mark.parametrize("features", FEATURES)
 def test_each_compile_has_its_own_recompile_budget(fresh_dynamo, features):
     # More configs of one function than dynamo's default budget of 8 entries per code object;
     # the eager backend keeps it quick, the budget is dynamo's whatever the backend.
