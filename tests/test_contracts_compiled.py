@@ -105,14 +105,28 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("dynamic", [None, True], ids=["default", "dynamic"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_valid_calls_compile_in_one_graph_with_eager_values(name):
+def test_valid_calls_compile_in_one_graph_with_eager_values(name, dynamic):
     call, valid, _, _ = CASES[name]
-    got, want = torch.compile(call, backend="eager", fullgraph=True)(*valid), call(*valid)
+    compiled = torch.compile(call, backend="eager", fullgraph=True, dynamic=dynamic)
+    got, want = compiled(*valid), call(*valid)
     if isinstance(want, torch.Tensor):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
     else:
         assert_trees_equal(got, want)
+
+
+def test_the_step_may_be_an_argument_of_the_callers_compile():
+    # A draft loop compiled once, called with step 1, 2, 3: dynamo makes the int symbolic
+    # once it changes, and select_top_k's checks branch on it.
+    cfg = eagle_fn.DraftConfig(2, 4, 5)
+    compiled = torch.compile(eagle_fn.select_top_k, backend="eager", fullgraph=True)
+    gen = torch.Generator().manual_seed(0)
+    for step in (1, 2, 3):
+        p, s = torch.rand(4, 2, generator=gen), torch.rand(2, 2, generator=gen)
+        i = torch.randint(0, 9, (4, 2), generator=gen)
+        assert_trees_equal(compiled(cfg, step, p, i, s), eagle_fn.select_top_k(cfg, step, p, i, s))
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -140,9 +140,11 @@ def select_args(
     """:func:`select_top_k`'s arguments, checked (the step, then that step's contract)."""
     cfg = require_config("select_top_k", cfg)
     require_int("select_top_k", "step", step, 0, ("num_steps", cfg.num_steps))
-    if (scores is None) != (step == 0):
-        raise ValueError(f"select_top_k: {_SCORES_AT[step == 0].format(step=step)}")
-    if step == 0:
+    # A branch, not bool(): traced in a caller's compile, a symbolic step becomes a plain bool.
+    first = True if step == 0 else False  # noqa: SIM210
+    if (scores is None) != first:
+        raise ValueError(f"select_top_k: {_SCORES_AT[first].format(step=step)}")
+    if first:
         SELECT_FIRST(cfg, topk_p, topk_index)
     else:
         SELECT_NEXT(cfg, scores, topk_p, topk_index)
