@@ -32,9 +32,22 @@ def test_version_prints_the_package_version(capsys):
     assert capsys.readouterr().out.strip() == f"eagle_fn {eagle_fn.__version__}"
 
 
-def test_a_bad_device_is_an_error_not_a_traceback():
-    with pytest.raises(SystemExit, match=r"error: python -m eagle_fn: device 'nowhere'"):
-        main(["--device", "nowhere", "chain"])
+@pytest.mark.parametrize(
+    ("options", "env", "message"),
+    [
+        (["--device", "nowhere"], {}, "error: python -m eagle_fn: device 'nowhere'"),
+        (["--device", "meta"], {}, "error: the demo runs on a cpu or cuda device, got meta"),
+        ([], {"EAGLE_FN_COMPILE": "yes"}, "error: EAGLE_FN_COMPILE must be one of"),
+        ([], {"EAGLE_FN_BACKEND": "triton"}, "error: backend 'triton' cannot run on cpu"),
+    ],
+)
+def test_a_bad_device_or_setting_is_an_error_not_a_traceback(monkeypatch, options, env, message):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # triton on a CPU needs it
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as exit_:
+        main([*options, "chain"])
+    assert str(exit_.value.code).startswith(message)
 
 
 def test_one_section_prints_only_that_section(capsys):

@@ -47,8 +47,8 @@ class CompileMode(enum.Enum):
 
 
 def mode_from_env() -> CompileMode:
-    """Parses ``EAGLE_FN_COMPILE``; unset means ``auto``."""
-    raw = os.environ.get(ENV_VAR, CompileMode.AUTO.value)
+    """Parses ``EAGLE_FN_COMPILE``; unset (or empty, as env files leave it) means ``auto``."""
+    raw = os.environ.get(ENV_VAR) or CompileMode.AUTO.value
     try:
         return CompileMode(raw)
     except ValueError:
