@@ -36,10 +36,10 @@ import torch
 import eagle_fn
 from cases import TREE_TARGET
 from eagle_fn import kernels
-from eagle_fn.kernels import _ops, greedy, organize, selection, verify
+from eagle_fn.kernels import greedy, organize, selection, verify
 from inputs import agreeing_target, draft_lists, step_inputs, verify_inputs
 
-MODULES = (organize, verify, greedy, selection)  # each calls the launch it imported
+MODULES = (organize, verify, greedy, selection)  # each calls the launchers it holds
 
 
 def per_call_us(fn: Callable[[], Any], device: torch.device, calls: int) -> float:
@@ -54,20 +54,24 @@ def per_call_us(fn: Callable[[], Any], device: torch.device, calls: int) -> floa
 
 
 def captured_launch(stage: Callable[[], Any]) -> tuple[Any, Any, tuple[Any, ...], dict[str, Any]]:
-    """The one ``launch(kernel, programs, *args, **options)`` a stage makes, recorded."""
+    """The one launch a stage makes (its kernel, programs, arguments and options), recorded."""
     seen: list[tuple[Any, Any, tuple[Any, ...], dict[str, Any]]] = []
 
-    def record(kernel: Any, programs: Any, *args: Any, **options: Any) -> None:
-        seen.append((kernel, programs, args, options))
-        _ops.launch(kernel, programs, *args, **options)
+    def recorder(launch: Any) -> Callable[..., None]:
+        def record(programs: Any, *args: Any, **options: Any) -> None:
+            seen.append((launch.kernel, programs, args, options))
+            launch(programs, *args, **options)
 
-    for module in MODULES:
-        module.launch = record
+        return record
+
+    launchers = [(m, n, f) for m in MODULES for n, f in vars(m).items() if hasattr(f, "kernel")]
+    for module, name, launch in launchers:
+        setattr(module, name, recorder(launch))
     try:
         stage()
     finally:
-        for module in MODULES:
-            module.launch = _ops.launch
+        for module, name, launch in launchers:
+            setattr(module, name, launch)
     (launch,) = seen
     return launch
 

@@ -70,3 +70,17 @@ def test_each_kernel_compiles_once_whatever_the_batch_size():
 )
 def test_the_fusion_check_finds_products_fused_into_adds(ptx, fusable):
     assert kernel_aot.fusable(ptx) is fusable
+
+
+@NOT_ON_A_GPU
+def test_torch_finds_each_ops_kernel_for_its_cache_keys():
+    # torch.compile's on-disk caches hash the source of the kernels torch finds behind a
+    # triton_op (docs/kernels.md); an op whose kernel it cannot find keeps stale entries.
+    assert run_kernel_aot("--op-kernels") == [
+        "eagle_fn::organize_tree: _organize_tree_kernel",
+        "eagle_fn::select_top_k_first: _first_step_kernel",
+        "eagle_fn::select_top_k_next: _next_step_kernel",
+        "eagle_fn::verify_build: verify_build_kernel",
+        "eagle_fn::verify_greedy: verify_greedy_kernel",
+        "eagle_fn::verify_sampling: verify_sampling_kernel",
+    ]

@@ -284,7 +284,7 @@ def test_organize_launch_takes_38_arguments(monkeypatch):
     gen = torch.Generator().manual_seed(0)
     kernels.organize_tree(cfg, *draft_lists(cfg, 2, gen, device=KERNEL_DEVICE))
     ((args, options),) = launches
-    positional = args[2:]  # after the kernel and the grid
+    positional = args[1:]  # after the grid
     assert len(positional) + len(options) == 38
     assert sum(a is None for a in positional) == 13  # 4 + 4 + 5 unused slots
 

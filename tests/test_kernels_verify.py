@@ -28,6 +28,7 @@ from eagle_fn import (
 from eagle_fn._compile import batch_shapes, compile_fn
 from eagle_fn.kernels import greedy as kgreedy
 from eagle_fn.kernels import verify as kverify
+from eagle_fn.kernels._ops import launcher
 from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
@@ -274,8 +275,8 @@ def batch_of_zeros(cfg, bs, device):
 
 def test_empty_batch_launches_nothing(device, monkeypatch):
     cfg = DraftConfig(4, 3, 8)
-    monkeypatch.setattr(kverify, "verify_build_kernel", NoLaunch())
-    monkeypatch.setattr(kgreedy, "verify_greedy_kernel", NoLaunch())
+    monkeypatch.setattr(kverify, "launch", launcher(NoLaunch()))
+    monkeypatch.setattr(kgreedy, "launch", launcher(NoLaunch()))
     tree, rows, vt, target = batch_of_zeros(cfg, 0, device)
     for mode in MaskMode:
         check_build(cfg, tree, rows, rows, mode)

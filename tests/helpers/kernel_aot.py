@@ -76,6 +76,17 @@ def batch_keys():
     return [f"{stage}: {len(found)} compile(s) over bs {sizes}" for stage, found in keys.items()]
 
 
+def op_kernels():
+    """One line an op: the kernels torch finds behind it, whose source keys its caches."""
+    from torch._library.triton import get_triton_kernels_for_op
+
+    from eagle_fn.kernels import _ops
+
+    names = sorted(op._schema.name for op in _ops._BODIES)
+    found = {name: [k.fn.__name__ for k in get_triton_kernels_for_op(name)] for name in names}
+    return [f"{name}: {', '.join(kernels)}" for name, kernels in found.items()]
+
+
 def fusable(ptx):
     """Whether the PTX has a float FMA, or a product ptxas may fuse into an add: an unrounded
     ``mul`` whose result an unrounded ``add``/``sub`` reads (explicit ``.rn`` forbids it)."""
@@ -104,13 +115,14 @@ def main(argv=None):
     parser.add_argument("--all", action="store_true", help="every variant, not the CI set")
     parser.add_argument("-k", default="", help="only variants whose name contains this")
     parser.add_argument("--batch-keys", action="store_true", help="compiles per batch size")
+    parser.add_argument("--op-kernels", action="store_true", help="the kernels torch finds")
     options = parser.parse_args(argv)
     # Only here, never at import: pytest's --doctest-modules imports this file too, and the
     # kernel tests need the interpreter's kernels in their own process.
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default, said explicitly
-    if options.batch_keys:
-        print("\n".join(batch_keys()))
+    if options.batch_keys or options.op_kernels:
+        print("\n".join(batch_keys() if options.batch_keys else op_kernels()))
         return
     import kernel_aot_variants as variants
 

@@ -1,16 +1,16 @@
 """How every fused kernel becomes a torch operator: one op body, one registration, one launch.
 
 Each kernel family writes one typed *op body*: it allocates the outputs from shapes alone
-(``new_empty``), calls :func:`launch` once and returns the outputs. :func:`register_op` makes
-it ``torch.ops.eagle_fn.<name>``, which the kernel functions reach through :func:`call`
-(plain eager code runs the body without the dispatcher's round trip):
+(``new_empty``), calls its kernel's :func:`launcher` once and returns the outputs.
+:func:`register_op` makes it ``torch.ops.eagle_fn.<name>``, which the kernel functions reach
+through :func:`call` (plain eager code runs the body without the dispatcher's round trip):
 
 - compiled kernels (a GPU): a ``torch.library.triton_op``. The body is also its fake, and
-  :func:`launch` goes through ``torch.library.wrap_triton``, so torch.compile traces into the
+  the launch goes through ``torch.library.wrap_triton``, so torch.compile traces into the
   body and Inductor sees the kernel itself;
 - under ``TRITON_INTERPRET=1``: an opaque ``torch.library.custom_op`` with the same schema,
   and again the body as its fake. An interpreted kernel is Python that reads real memory, so
-  :func:`launch` skips it when handed fake tensors: the fake only allocates, and opcheck,
+  the launch skips it when handed fake tensors: the fake only allocates, and opcheck,
   make_fx and torch.compile record one opaque call that runs on real tensors.
 
 :func:`kernel_core` and :func:`fused` build the unchecked cores and the public functions from
@@ -29,6 +29,7 @@ from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor
+from torch.library import wrap_triton
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 from triton.runtime.interpreter import InterpretedFunction
 
@@ -83,21 +84,32 @@ def call(op: torch._ops.OpOverload, *args: Any) -> Any:
     return op(*args)
 
 
-def launch(kernel: Any, programs: Any, *args: Any, **options: Any) -> None:
-    """``kernel[(programs,)](*args, **options)`` from an op body, or nothing where it must not run.
+def launcher(kernel: Any) -> Callable[..., None]:
+    """``kernel``'s launch for op bodies: ``launch(programs, *args, **options)`` runs
+    ``kernel[(programs,)](*args, **options)``, or nothing where it must not run.
 
     Nothing runs for an eager batch of 0 (a traced batch is symbolic: Triton's launcher skips
     an empty grid itself), nor for an interpreted kernel given fake tensors (the op's fake).
     An interpreted kernel is called as it is: torch 2.11's ``wrap_triton`` refuses one.
+
+    A closure that names ``wrap_triton(kernel)``: torch finds a ``triton_op``'s kernels by
+    reading its body and the functions it calls for such calls, and hashes their source into
+    the keys of torch.compile's on-disk caches. A kernel it cannot find leaves a cached graph
+    valid after the kernel changed: an upgraded eagle_fn would run its old kernels.
     """
-    if type(programs) is int and programs == 0:
-        return
-    if not interpreted(kernel):
-        # wrap_triton is what lets tracers see the kernel; plain eager code launches it as is.
-        launcher = kernel if plain_eager() else torch.library.wrap_triton(kernel)
-        launcher[(programs,)](*args, **options)
-    elif all(type(arg) is Tensor for arg in args if isinstance(arg, Tensor)):
-        kernel[(programs,)](*args, **options)
+
+    def launch(programs: Any, *args: Any, **options: Any) -> None:
+        if type(programs) is int and programs == 0:
+            return
+        if not interpreted(kernel):
+            # wrap_triton lets tracers see the kernel; plain eager code launches it as is.
+            run = kernel if plain_eager() else wrap_triton(kernel)
+            run[(programs,)](*args, **options)
+        elif all(type(arg) is Tensor for arg in args if isinstance(arg, Tensor)):
+            kernel[(programs,)](*args, **options)
+
+    launch.kernel = kernel  # type: ignore[attr-defined]  # what tools recording launches read
+    return launch
 
 
 def power_of_2(n: int) -> int:

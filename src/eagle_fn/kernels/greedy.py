@@ -8,7 +8,7 @@ from .. import verify
 from ..config import DraftConfig
 from ..types import GreedyVerdict
 from ._kernels_verify import verify_greedy_kernel
-from ._ops import call, fused, kernel_core, launch, power_of_2, register_op
+from ._ops import call, fused, kernel_core, launcher, power_of_2, register_op
 
 
 def _greedy(cfg: DraftConfig, *tensors: Tensor) -> GreedyVerdict:
@@ -27,7 +27,7 @@ def _verify_greedy(
     bs, n = retrieve_index.shape
     accept_index, num_accepted, predicts = empty_verdict(retrieve_index, target, num_steps)
     launch(
-        verify_greedy_kernel, bs,
+        bs,
         draft_tokens.contiguous(), retrieve_index.contiguous(), next_token.contiguous(),
         next_sibling.contiguous(), target.contiguous(),
         accept_index, num_accepted, predicts,
@@ -52,6 +52,7 @@ def empty_verdict(
     )
 
 
+launch = launcher(verify_greedy_kernel)
 VERIFY_GREEDY_OP = register_op("verify_greedy", _verify_greedy, verify_greedy_kernel)
 greedy_core = kernel_core(verify.greedy_core, _greedy)
 verify_greedy = fused(verify.verify_greedy, verify.greedy_args, greedy_core)

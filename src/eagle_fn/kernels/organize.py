@@ -16,7 +16,7 @@ from torch import Tensor
 from .. import organize
 from ..config import DraftConfig
 from ..types import DraftTree, Tensors
-from ._ops import MIN_BLOCK, block, call, fused, kernel_core, launch, power_of_2, register_op
+from ._ops import MIN_BLOCK, block, call, fused, kernel_core, launcher, power_of_2, register_op
 from ._rank import count_better, order_key, rank_key, threshold
 from ._slots import MAX_SLOTS, load_slots, slot_args
 
@@ -50,7 +50,6 @@ def _organize_tree(
     top = first.new_empty((bs, num_draft_tokens - 1))  # [bs, N - 1]
     tokens = first.new_empty((bs, num_draft_tokens - 1))  # [bs, N - 1]
     launch(
-        _organize_tree_kernel,
         bs,
         *slot_args(score_list),
         *slot_args(token_list),
@@ -210,6 +209,7 @@ def _organize_tree_kernel(
         _emit(lanes, chosen, tokens, 0, row, index_out, token_out, N1)
 
 
+launch = launcher(_organize_tree_kernel)
 organize_tree_op = register_op("organize_tree", _organize_tree, _organize_tree_kernel)
 tree_core = kernel_core(organize.tree_core, _tree)
 organize_tree = fused(organize.organize_tree, organize.tree_args, tree_core)

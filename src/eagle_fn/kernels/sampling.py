@@ -33,7 +33,7 @@ from ..probs import compute_dtype
 from ..sampling import THRESHOLD_ACC_FLOOR
 from ..types import GreedyVerdict, VerifyTree
 from ._kernels_sampling import verify_sampling_kernel
-from ._ops import call, fused, kernel_core, launch, power_of_2, register_op
+from ._ops import call, fused, kernel_core, launcher, power_of_2, register_op
 from .greedy import empty_verdict
 
 # Launch knobs, read at each call; bench/sweep_sampling.py times them (docs/performance.md).
@@ -91,7 +91,7 @@ def _verify_sampling(
     max_blocks = power_of_2(num_blocks)
     sums, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
     launch(
-        verify_sampling_kernel, bs * parts,
+        bs * parts,
         draft_tokens.contiguous(), retrieve_index.contiguous(), next_token.contiguous(),
         next_sibling.contiguous(), target_probs.contiguous(), draft_probs.contiguous(),
         uniforms.contiguous(), final_uniforms.contiguous(),
@@ -125,6 +125,7 @@ def _scratch(like: Tensor, max_blocks: int, split: bool) -> tuple[Tensor, Tensor
     return sums, like.new_zeros(like.shape[0], dtype=torch.int32)  # [bs]
 
 
+launch = launcher(verify_sampling_kernel)
 VERIFY_SAMPLING = register_op("verify_sampling", _verify_sampling, verify_sampling_kernel)
 sampling_core = kernel_core(sampling.sampling_core, _sample)
 verify_sampling = fused(sampling.verify_sampling, sampling.sampling_args, sampling_core)

@@ -16,7 +16,7 @@ from .. import selection
 from ..config import DraftConfig
 from ..types import DraftStep
 from ._floats import narrow, widen
-from ._ops import block, call, fused, launch, power_of_2, register_op
+from ._ops import block, call, fused, launcher, power_of_2, register_op
 from ._rank import count_better, rank_key
 
 
@@ -47,7 +47,7 @@ def _first_step(topk_index: Tensor, topk: int) -> tuple[Tensor, Tensor]:
     bs = topk_index.shape[0]
     hidden_index = topk_index.new_empty((bs * topk,), dtype=torch.int64)  # [bs * k]
     parents = topk_index.new_empty((bs, topk + 1), dtype=torch.int64)  # [bs, k + 1]
-    launch(_first_step_kernel, bs, hidden_index, parents, K=topk, BLOCK=power_of_2(topk + 1))
+    launch_first(bs, hidden_index, parents, K=topk, BLOCK=power_of_2(topk + 1))
     return hidden_index, parents
 
 
@@ -63,8 +63,7 @@ def _next_step(
         scores.new_empty((bs, topk, topk), dtype=dtype),  # [bs, k, k] score_entry
         topk_index.new_empty((bs, topk), dtype=torch.int64),  # [bs, k] parents_entry
     )
-    launch(
-        _next_step_kernel,
+    launch_next(
         bs,
         topk_p.contiguous(),
         topk_index.contiguous(),
@@ -131,6 +130,7 @@ def _next_step_kernel(
         tl.store(parents_out + slot, (g + offset).to(tl.int64), mask=chosen)
 
 
+launch_first, launch_next = launcher(_first_step_kernel), launcher(_next_step_kernel)
 first_step_op = register_op("select_top_k_first", _first_step, _first_step_kernel)
 next_step_op = register_op("select_top_k_next", _next_step, _next_step_kernel)
 select_core = functools.partial(selection.select_core, first=first_step, later=next_step)

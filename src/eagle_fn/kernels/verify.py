@@ -11,7 +11,7 @@ from .. import layout
 from ..config import DraftConfig
 from ..types import MaskMode, VerifyTree, bitpacked_dtype
 from ._kernels_build import verify_build_kernel
-from ._ops import call, fused, kernel_core, launch, power_of_2, register_op
+from ._ops import call, fused, kernel_core, launcher, power_of_2, register_op
 
 # The op takes the mask layout as a flat int (schemas hold no enums).
 QLEN, BITPACKED, FULL = 0, 1, 2
@@ -67,7 +67,7 @@ def _verify_build(
     # takes a pointer, so it gets one that points at real memory.
     parents = parent_list.contiguous() if width > 0 else top_scores_index
     launch(
-        verify_build_kernel, bs,
+        bs,
         parents, top_scores_index.contiguous(), draft_tokens.contiguous(),
         bonus_tokens.contiguous(), seq_lens.contiguous(),
         tokens, positions, bits, index, next_token, next_sibling,
@@ -105,6 +105,7 @@ def _empty_mask(like: Tensor, bs: Any, n: int, mode: int, total: int) -> Tensor:
     )
 
 
+launch = launcher(verify_build_kernel)
 VERIFY_BUILD_OP = register_op("verify_build", _verify_build, verify_build_kernel)
 verify_core = kernel_core(layout.verify_core, _build)
 build_verify_tree = fused(layout.build_verify_tree, layout.verify_args, verify_core)
