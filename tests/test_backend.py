@@ -19,6 +19,7 @@ CUDA = torch.device("cuda", 0)  # only its type is read: no GPU needed
 def _clean_env(monkeypatch):
     monkeypatch.delenv("EAGLE_FN_BACKEND", raising=False)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(_backend, "_decided", [])  # as before eagle_fn.kernels is imported
 
 
 @pytest.fixture
@@ -95,9 +96,13 @@ def test_none_reads_the_environment(monkeypatch):
 def test_explicit_triton_on_cpu_needs_the_interpreter(monkeypatch):
     with pytest.raises(RuntimeError, match=r"cannot run on cpu: .*TRITON_INTERPRET=1"):
         resolve_backend("triton", CPU)
-    for on in ("1", "true", "ON"):  # Triton's own spellings of true
+    for on in ("1", "true", "ON", "yes", "Y"):  # Triton's own spellings of true
         monkeypatch.setenv("TRITON_INTERPRET", on)
         assert resolve_backend("triton", CPU) is Backend.TRITON
+    for off in ("0", " 1", "1 "):  # Triton does not strip
+        monkeypatch.setenv("TRITON_INTERPRET", off)
+        with pytest.raises(RuntimeError, match="interpreter mode"):
+            resolve_backend("triton", CPU)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     message = (
         "backend 'triton' cannot run on cpu: Triton kernels run on CPU tensors only in "
@@ -105,6 +110,17 @@ def test_explicit_triton_on_cpu_needs_the_interpreter(monkeypatch):
     )
     with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
         resolve_backend("triton", CPU)
+
+
+@pytest.mark.usefixtures("triton_installed")
+def test_once_the_kernels_are_imported_their_decoration_decides(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    _backend.record_kernels(False)  # decorated for the compiler: the variable came too late
+    with pytest.raises(RuntimeError, match="interpreter mode; set TRITON_INTERPRET=1 before"):
+        resolve_backend("triton", CPU)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    _backend.record_kernels(True)
+    assert resolve_backend("triton", CPU) is Backend.TRITON
 
 
 @pytest.mark.usefixtures("triton_installed")

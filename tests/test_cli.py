@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import eagle_fn
+from eagle_fn import _backend
 from eagle_fn.__main__ import SECTIONS, main, parse_args
 
 
@@ -43,6 +44,7 @@ def test_version_prints_the_package_version(capsys):
 )
 def test_a_bad_device_or_setting_is_an_error_not_a_traceback(monkeypatch, options, env, message):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # triton on a CPU needs it
+    monkeypatch.setattr(_backend, "_decided", [])  # as if no kernel were imported yet
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(SystemExit) as exit_:

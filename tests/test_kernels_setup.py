@@ -11,6 +11,7 @@ import pytest
 import torch
 from triton.runtime.errors import InterpreterError
 
+from eagle_fn import _backend
 from eagle_fn.kernels import greedy as kgreedy
 from eagle_fn.kernels import verify as kverify
 from eagle_fn.kernels._ops import interpreted
@@ -27,6 +28,13 @@ def test_interpreter_takes_effect_without_cuda():
     assert os.environ["TRITON_INTERPRET"] == "1"
     assert interpreted(kverify.verify_build_kernel)
     assert interpreted(kgreedy.verify_greedy_kernel)
+
+
+def test_device_checks_go_by_how_the_kernels_were_decorated(monkeypatch):
+    # Triton decided when eagle_fn.kernels was imported; the variable changed later is moot.
+    decided = interpreted(kgreedy.verify_greedy_kernel)
+    monkeypatch.setenv("TRITON_INTERPRET", "0" if decided else "1")
+    assert _backend.interpreting() is decided
 
 
 def interpreter_error(cause):

@@ -92,8 +92,20 @@ def triton_unavailable_reason(device: torch.device) -> str | None:
 
 
 def interpreting() -> bool:
-    """Whether ``TRITON_INTERPRET`` is on, read as Triton reads it (``1``, ``true`` or ``on``)."""
-    return os.environ.get(INTERPRET_VAR, "").strip().lower() in ("1", "true", "on")
+    """Whether the kernels run in Triton's interpreter. Triton decides when it decorates them:
+    once :mod:`eagle_fn.kernels` is imported, as it did then; before, as it would now, from
+    ``TRITON_INTERPRET`` (any case of ``1``, ``true``, ``on``, ``yes`` or ``y``)."""
+    if _decided:
+        return _decided[0]
+    return os.environ.get(INTERPRET_VAR, "").lower() in ("1", "true", "on", "yes", "y")
+
+
+_decided: list[bool] = []  # how eagle_fn.kernels' kernels were decorated, once imported
+
+
+def record_kernels(interpreted: bool) -> None:
+    """Called by :mod:`eagle_fn.kernels` on import: whether its kernels are interpreted."""
+    _decided[:] = [interpreted]
 
 
 # Dynamo runs an assume_constant_result function instead of tracing it: torch 2.11 cannot

@@ -17,11 +17,17 @@ except ImportError as error:
         "of eagle_fn work without it"
     ) from error
 
+from .. import _backend
+from ._kernels_verify import verify_greedy_kernel
+from ._ops import interpreted
 from .greedy import greedy_core, verify_greedy
 from .organize import organize_tree, tree_core
 from .sampling import verify_sampling
 from .selection import select_top_k
 from .verify import build_verify_tree, verify_core
+
+# Triton chose interpreter or compiler as it decorated the kernels: what device checks go by.
+_backend.record_kernels(interpreted(verify_greedy_kernel))
 
 # The public functions, then the unchecked ones the worker's triton paths use.
 __all__ = [
