@@ -109,6 +109,14 @@ def test_a_failed_reconfigure_keeps_the_old_config(monkeypatch):
     assert_trees_equal(tree, organize_multilayer(DraftConfig.chain(3), topk_p, topk_index))
 
 
+def test_workers_differing_in_max_bs_share_the_general_paths_graphs():
+    # max_bs bounds only the chain paths' batch: the general paths need no compile of their own.
+    small, large = (worker(DraftConfig.chain(3), max_bs=m, compile=True) for m in (8, 16))
+    for name, path in PATHS.items():
+        shared = small._fns[name] is large._fns[name]
+        assert shared is (path.constants is None), name
+
+
 ALL_PATHS = {"chain", "chain_steps", "multilayer", "tree", "chain_verify", "verify"}
 
 

@@ -230,15 +230,15 @@ def path_functions(
     features: TorchFeatures | None = None,
 ) -> dict[str, Callable[..., Any]]:
     """Each path's function for ``cfg``: the backend's, compiled where ``compiled`` names it
-    (``features`` as in :func:`compile_fn`). Memoized, so workers sharing a config share
-    graphs; each compiles on first use."""
-    key = ("paths", cfg, max_bs, compiled, backend, tuple(paths), features)
-    return memoized(
-        key,
-        lambda: {
-            n: _function(p, n in compiled, cfg, max_bs, backend, features) for n, p in paths.items()
-        },
-    )
+    (``features`` as in :func:`compile_fn`). Memoized per path, so workers sharing a config
+    share graphs (``max_bs`` bounds only the chain paths'); each compiles on first use."""
+
+    def function(name: str, path: Path) -> Callable[..., Any]:
+        enabled, bound = name in compiled, max_bs if path.constants else None
+        key = ("path", path, enabled, cfg, bound, backend, features)
+        return memoized(key, lambda: _function(path, enabled, cfg, max_bs, backend, features))
+
+    return {name: function(name, path) for name, path in paths.items()}
 
 
 def _function(
