@@ -125,6 +125,7 @@ ALL_PATHS = {"chain", "chain_steps", "multilayer", "tree", "chain_verify", "veri
     [
         (None, None, {"verify"}),  # unset = auto: on a CPU only the general verify build
         ("auto", None, {"verify"}),
+        ("", None, {"verify"}),  # set but empty, as env files leave it: auto
         ("0", None, set()),
         ("1", None, ALL_PATHS),
         ("1", False, set()),  # the argument overrides the environment
@@ -149,7 +150,7 @@ def test_auto_on_cuda_compiles_what_measured_faster(monkeypatch, backend, expect
     assert compiled_paths(None, torch.device("cuda"), PATHS, backend) == expected
 
 
-@pytest.mark.parametrize("value", ["yes", "true", "2", "", "AUTO "])
+@pytest.mark.parametrize("value", ["yes", "true", "2", " ", "AUTO "])
 def test_bad_environment_value_lists_the_allowed_ones(monkeypatch, value):
     monkeypatch.setenv("EAGLE_FN_COMPILE", value)
     with pytest.raises(
