@@ -154,6 +154,16 @@ def test_check_catches_a_returned_view_reshaped_in_place(fresh_cache):
         c.check()
 
 
+def test_check_catches_a_returned_view_rebound(fresh_cache):
+    # .data = rebinds the very view every later caller with that bs gets, without a version
+    # bump or a change to the constants themselves.
+    c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
+    tree = organize_chain(c, torch.zeros(2, 3, dtype=torch.int64))
+    tree.parent_list.data = torch.zeros_like(tree.parent_list)
+    with pytest.raises(RuntimeError, match=r"ChainConstants.rows\[2\] no longer views"):
+        c.check()
+
+
 def test_check_catches_writes_that_bypass_the_version_counter(fresh_cache):
     # A raw-pointer kernel bumps no version counter; .data writes model it here.
     c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")

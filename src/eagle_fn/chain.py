@@ -48,6 +48,20 @@ class RowViews(CachedTensors):
         """The views for ``bs`` rows: cached when eager, cut when compiling."""
         return self.cut(bs) if is_compiling() else self.rows[bs]
 
+    def check(self) -> None:
+        """As :meth:`CachedTensors.check`, and the views handed out still show the constants:
+        a caller could rebind one (``view.data = ...``) or reshape it in place."""
+        super().check()
+        for bs, views in enumerate(self.rows):
+            for view, fresh in zip(views, self.cut(bs), strict=True):
+                if (view.data_ptr(), view.shape, view.stride()) != (
+                    fresh.data_ptr(), fresh.shape, fresh.stride()
+                ):  # fmt: skip
+                    raise RuntimeError(
+                        f"{type(self).__name__}.rows[{bs}] no longer views the constants: "
+                        f"cached constants are shared and must be treated as read-only"
+                    )
+
 
 @dataclass(frozen=True, eq=False)
 class ChainConstants(RowViews):
