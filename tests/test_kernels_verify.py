@@ -38,6 +38,8 @@ from helpers.kernel_trees import EDGE_CFG, SMALL_CONFIGS, edge_tree, scrambled_l
 from helpers.trees import (
     BITPACKED_DTYPES,
     CROSS_ROW_TREE,
+    FULL_EDGE_CASES,
+    FULL_EDGE_CFG,
     MALFORMED_CASES,
     MALFORMED_CFG,
     SPEC_BONUS,
@@ -48,6 +50,8 @@ from helpers.trees import (
     assert_spec_layout,
     assert_spec_walk,
     chain_verify_tree,
+    full_edge_inputs,
+    full_edge_mask,
     malformed_case,
     malformed_tree,
     spec_inputs,
@@ -227,6 +231,17 @@ def test_full_mask_with_any_seq_lens_sum(seq_lens_sum, device):
     # cells at the end, exactly as the torch function does.
     tree, bonus, seq_lens = spec_inputs(device)
     check_build(SPEC_CFG, tree, bonus, seq_lens, MaskMode.FULL, seq_lens_sum=seq_lens_sum)
+
+
+@pytest.mark.parametrize("name", FULL_EDGE_CASES)
+def test_full_mask_with_huge_and_negative_seq_lens(name, device):
+    # Cells whose int64 offsets wrap or fall below 0 are dropped by both, as in the reference.
+    tree, bonus, seq_lens, seq_lens_sum = full_edge_inputs(name, device)
+    vt = check_build(FULL_EDGE_CFG, tree, bonus, seq_lens, MaskMode.FULL, seq_lens_sum=seq_lens_sum)
+    assert vt.tree_mask.to(I64).tolist() == full_edge_mask(name)
+    cpu = on(tree, "cpu"), bonus.cpu(), seq_lens.cpu()
+    expected = reference.verify_tree(FULL_EDGE_CFG, *cpu, "full", seq_lens_sum)
+    assert_layout_equals(vt, expected, FULL_EDGE_CFG, bonus.shape[0])
 
 
 @pytest.mark.parametrize(("n", "dtype"), BITPACKED_DTYPES)

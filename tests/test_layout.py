@@ -24,12 +24,16 @@ from helpers.drafts import SEEDS, draft_configs, draft_lists, multilayer, organi
 from helpers.trees import (
     BITPACKED_DTYPES,
     CROSS_ROW_TREE,
+    FULL_EDGE_CASES,
+    FULL_EDGE_CFG,
     MALFORMED_CFG,
     SPEC_BONUS,
     SPEC_CFG,
     SPEC_SEQ_LENS,
     SPEC_TREE,
     assert_spec_layout,
+    full_edge_inputs,
+    full_edge_mask,
     malformed_case,
     malformed_tree,
     spec_inputs,
@@ -171,6 +175,22 @@ def test_full_mask_takes_the_total_or_derives_it():
         SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS, mask_mode=MaskMode.FULL
     )
     assert torch.equal(given_sum.tree_mask, derived.tree_mask)
+
+
+@pytest.mark.parametrize("name", FULL_EDGE_CASES)
+def test_full_mask_drops_cells_outside_its_length(name):
+    # Huge and negative seq_lens, wrong seq_lens_sum: a cell whose int64 offset is outside
+    # [0, total) is dropped, never clamped onto another cell. Literally, as the reference, and
+    # through the worker's chain path.
+    tree, bonus, seq_lens, seq_lens_sum = full_edge_inputs(name)
+    args = (tree, bonus, seq_lens)
+    options = {"mask_mode": MaskMode.FULL, "seq_lens_sum": seq_lens_sum}
+    vt = build_verify_tree(FULL_EDGE_CFG, *args, **options)
+    assert mask_values(vt.tree_mask) == full_edge_mask(name)
+    expected = reference.verify_tree(FULL_EDGE_CFG, *args, "full", seq_lens_sum)
+    assert_layout_equals(vt, expected, FULL_EDGE_CFG, bonus.shape[0])
+    worker = DraftOrganizer(FULL_EDGE_CFG, max_bs=4, device="cpu", compile=False)
+    assert torch.equal(worker.build_verify(*args, **options).tree_mask, vt.tree_mask)
 
 
 @pytest.mark.parametrize(("n", "dtype"), BITPACKED_DTYPES)

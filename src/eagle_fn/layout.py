@@ -268,8 +268,8 @@ def bitpack(visible: Tensor) -> Tensor:
 def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
     """Per request an ``N x (seq_len + N)`` block, prefix columns True, concatenated.
 
-    ``total`` must be ``N * sum(seq_lens) + bs * N * N``; cells that would fall outside it
-    (a wrong ``seq_lens_sum``) are dropped rather than written out of bounds.
+    ``total`` must be ``N * sum(seq_lens) + bs * N * N``; a cell whose int64 offset falls
+    outside ``[0, total)`` (a wrong ``seq_lens_sum``) is dropped, as in the kernel.
 
     Shapes: ``visible [bs, N, N]``, ``seq_lens [bs]`` -> ``[total]`` bool.
     """
@@ -278,7 +278,8 @@ def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
     width = seq_lens + n  # [bs] block width
     start = n * (torch.cumsum(width, 0) - width)  # [bs] block offset
     cell = (start + seq_lens).view(-1, 1, 1) + node.view(1, n, 1) * width.view(-1, 1, 1) + node
-    cell = cell.clamp(0, total)  # [bs, N, N]; index total is a discarded overflow slot
+    inside = (cell >= 0) & (cell < total)  # [bs, N, N]
+    cell = torch.where(inside, cell, total)  # [bs, N, N]; index total is a discard slot
     mask = torch.ones(total + 1, dtype=torch.bool, device=visible.device)  # [total + 1]
     return mask.index_put((cell.flatten(),), visible.flatten())[:total]
 

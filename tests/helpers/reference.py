@@ -121,11 +121,41 @@ def parent_node(cfg, parents, selected, j):
     return None
 
 
-def verify_tree(cfg, tree, bonus_tokens, seq_lens, mask_mode):
+def wrap64(x):
+    """``x`` as int64 arithmetic gives it: two's complement, modulo ``2**64``."""
+    return (x + 2**63) % 2**64 - 2**63
+
+
+def full_mask(rows, seq_lens, total):
+    """The FULL layout of the mask rows (``[bs][N][N]`` 0/1), cell by cell: ``[total]`` 0/1.
+
+    Request b's block is N rows of ``seq_len + N`` cells after the earlier requests' blocks:
+    cell ``(t, seq_len + j)`` sits at ``start + t * (seq_len + N) + seq_len + j`` as an int64
+    (wrapping). A cell whose offset is outside ``[0, total)`` is dropped (a wrong
+    ``seq_lens_sum``, a huge or negative ``seq_len``); prefix cells and cells no row reaches
+    stay 1. A cell reached twice has no specified value: the reference refuses such inputs.
+    """
+    n = len(rows[0]) if rows else 0
+    mask, written, start = [1] * total, set(), 0
+    for block, seq_len in zip(rows, seq_lens, strict=True):
+        for t, row in enumerate(block):
+            for j, value in enumerate(row):
+                cell = wrap64(start + t * (seq_len + n) + seq_len + j)
+                if 0 <= cell < total:
+                    assert cell not in written, f"FULL cell {cell} reached twice: unspecified"
+                    written.add(cell)
+                    mask[cell] = value
+        start += n * (seq_len + n)
+    return mask
+
+
+def verify_tree(cfg, tree, bonus_tokens, seq_lens, mask_mode, seq_lens_sum=None):
     """semantics.md §8 row by row; links built like SGLang's kernel (front insertion, nodes descending).
 
     Returns a dict of nested lists keyed by VerifyTree field name; ``tree_mask`` is given per
-    request as rows of 0/1 (QLEN and FULL) or integers (BITPACKED), flattened by the caller.
+    request as rows of 0/1 (QLEN), integers (BITPACKED), flattened by the caller, or as the
+    FULL mask of length ``N * seq_lens_sum + bs * N * N`` (:func:`full_mask`; the sum of
+    ``seq_lens`` when ``seq_lens_sum`` is None).
     """
     n, steps = cfg.num_draft_tokens, cfg.num_steps
     out = {
@@ -163,7 +193,7 @@ def verify_tree(cfg, tree, bonus_tokens, seq_lens, mask_mode):
                     break
                 cur = p
             rows.append(row)
-            positions.append(seq_len + steps_taken)
+            positions.append(wrap64(seq_len + steps_taken))
         out["draft_tokens"].extend([bonus_tokens[b].item(), *tree.draft_tokens[b].tolist()])
         out["positions"].extend(positions)
         out["retrieve_index"].append([b * n + j for j in range(n)])
@@ -172,9 +202,13 @@ def verify_tree(cfg, tree, bonus_tokens, seq_lens, mask_mode):
         if mask_mode == "bitpacked":
             out["tree_mask"].extend(sum(bit << j for j, bit in enumerate(row)) for row in rows)
         elif mask_mode == "full":
-            out["tree_mask"].extend(v for row in rows for v in [1] * seq_len + row)
+            out["tree_mask"].append(rows)
         else:
             out["tree_mask"].extend(v for row in rows for v in row)
+    if mask_mode == "full":
+        lens = seq_lens.tolist()
+        total = n * (sum(lens) if seq_lens_sum is None else seq_lens_sum) + len(lens) * n * n
+        out["tree_mask"] = full_mask(out["tree_mask"], lens, total)
     return out
 
 

@@ -50,6 +50,46 @@ CROSS_ROW_TREE = DraftTree(
     torch.tensor([[5, 6, 7, 8], [1, 2, 3, 4]]),
 )
 
+# FULL masks with huge or negative seq_lens and wrong seq_lens_sum, on a chain of N = 3
+# (mask rows [1,0,0], [1,1,0], [1,1,1]): name -> (seq_lens, seq_lens_sum, the mask's zero
+# cells). Each request's block is 3 rows of seq_len + 3 cells, after the earlier blocks; a
+# cell whose int64 offset is outside [0, total) is dropped, every other cell is 1.
+FULL_EDGE_CFG = DraftConfig.chain(2)
+FULL_EDGE_CASES = {
+    "valid": ([2, 1], 3, [3, 4, 9, 17, 18, 22]),  # blocks [0, 15) and [15, 27)
+    "sum-too-small": ([2, 1], 1, [3, 4, 9, 17, 18]),  # total 21: 21, 22, 24-26 dropped
+    "sum-zero": ([2, 1], 0, [3, 4, 9, 17]),  # total 18
+    "sum-too-large": ([2, 1], 5, [3, 4, 9, 17, 18, 22]),  # total 33: 27-32 stay 1
+    # 0.4 * 2**64: row 0 past the end, row 1 wraps negative, row 2 wraps back past the end.
+    "huge": ([int(0.4 * 2**64)], 0, []),
+    # Request 1's block starts at 3 * 2**62, which wraps to -2**62: its row 0 lands on 0-2.
+    "huge-wraps-into-range": ([2**62 - 3, 2**62], 0, [1, 2]),
+    "negative": ([-10], 0, []),  # every offset below 0
+    "negative-huge": ([-(2**62)], 0, []),  # row 2 wraps past the end
+    # Request 1 starts at 3 * (-11 + 3) = -24: row 0 below 0, rows 1-2 at 19-21 and 42-44.
+    "negative-then-valid": ([-11, 20], 9, [21]),
+}
+
+
+def full_edge_inputs(name, device="cpu"):
+    """(tree, bonus_tokens, seq_lens, seq_lens_sum) of ``FULL_EDGE_CASES[name]``: chains."""
+    seq_lens, seq_lens_sum, _ = FULL_EDGE_CASES[name]
+    bs = len(seq_lens)
+    tree = DraftTree(
+        torch.tensor([[-1, 0]] * bs), torch.tensor([[0, 1]] * bs), torch.tensor([[5, 6]] * bs)
+    )
+    rows = torch.tensor([7] * bs, device=device), torch.tensor(seq_lens, device=device)
+    return on(tree, device), *rows, seq_lens_sum
+
+
+def full_edge_mask(name):
+    """The exact FULL mask (0/1 list) of ``FULL_EDGE_CASES[name]``."""
+    seq_lens, seq_lens_sum, zeros = FULL_EDGE_CASES[name]
+    mask = [1] * (3 * seq_lens_sum + len(seq_lens) * 9)
+    for cell in zeros:
+        mask[cell] = 0
+    return mask
+
 
 def spec_inputs(device="cpu"):
     """(tree, bonus_tokens, seq_lens) of semantics.md's example on ``device``."""
