@@ -146,7 +146,8 @@ def test_rounding_fallback_takes_the_last_positive_index():
 
 
 def test_nan_probabilities_never_reach_a_token():
-    # NaN everywhere but token 3: NaN is no mass, never accepted, never sampled.
+    # NaN everywhere but token 3: NaN is never accepted and never sampled (the accumulator
+    # turns NaN at node 1, so node 2 could pass only threshold_single: helpers/sampling_cases).
     root = [math.nan] * 10
     root[3] = 0.4
     assert as_lists(tree_verdict(0.5, 0.9, root=root)) == [[[0, -1, -1]], [0], [3, 0, 0, 0]]
