@@ -213,6 +213,21 @@ def test_edge_cases(name):
     assert as_lists(check_against_reference(*case)) == expected
 
 
+@pytest.mark.parametrize(
+    ("single", "equal"), [(2.0**-150, False), (2.0**-149, True), (1e-30, True)]
+)
+def test_greedy_rows_need_threshold_single_positive_in_float32(single, equal):
+    # 2**-150 > 0 rounds to float32 0 (a tie, to even): the child of probability 0 passes
+    # q >= 0 and the greedy row leaves verify_greedy's verdict; 2**-149 does not round to 0.
+    case, _ = EDGE_CASES["tiny_single_positive"]
+    cfg, vt, q = case.cfg, case.verify_tree, case.target_probs
+    sampled = verify_sampling(cfg, vt, q, case.uniforms, case.final_uniforms,
+                              threshold_single=single)  # fmt: skip
+    greedy = verify_greedy(cfg, vt, q.argmax(-1))
+    assert as_lists(greedy) == [[[0, 2]], [1], [1, 0, 1]]
+    assert (as_lists(sampled) == as_lists(greedy)) == equal
+
+
 def test_flat_and_batched_probabilities_agree():
     u = torch.tensor([[0.7, 0.5, 0.5]])
     a = verify_sampling(CHAIN_CFG, CHAIN_VT, Q, u, torch.tensor([0.6]), draft_probs=P)
