@@ -23,6 +23,7 @@ from eagle_fn.kernels import sampling as ksampling
 from eagle_fn.profiling import count_kernels
 from helpers.asserts import on
 from helpers.kernel_support import without_interpreter
+from helpers.sampling_cases import EDGE_CASES
 from helpers.sampling_inputs import (
     THRESHOLDS,
     chain_cases,
@@ -85,6 +86,19 @@ def test_literal_tree_and_chain():
     )
     assert [t.tolist() for t in got] == [[[0, 1, -1]], [1], [1, 3, 0]]
     check(cfg, vt, q, u, final)
+
+
+@pytest.mark.parametrize("name", list(EDGE_CASES))
+def test_edge_cases(name):
+    # helpers/sampling_cases.py: draft tokens without target mass, a residual that keeps the
+    # rejected token, a NaN sibling, a threshold_single that rounds to 0 in float32.
+    case, expected = EDGE_CASES[name]
+    check(*case)
+    cfg, vt, q, u, final, (single, acc), p = case
+    got = ksampling.verify_sampling(cfg, on(vt, DEVICE), q.to(DEVICE), u.to(DEVICE),
+                                    final.to(DEVICE), threshold_single=single, threshold_acc=acc,
+                                    draft_probs=None if p is None else p.to(DEVICE))  # fmt: skip
+    assert [t.tolist() for t in got] == expected
 
 
 @pytest.mark.parametrize("thresholds", [*THRESHOLDS[:2], *THRESHOLDS[-2:]])

@@ -21,11 +21,13 @@ from eagle_fn.probs import Uniforms, sample_from_row
 from eagle_fn.sampling import child_lists
 from helpers import sampling_reference as reference
 from helpers.asserts import assert_matches, assert_verdict_equals
+from helpers.sampling_cases import EDGE_CASES
 from helpers.sampling_inputs import (
     COIN_KINDS,
     ROW_KINDS,
     SAMPLING_CONFIGS,
     THRESHOLDS,
+    as_float32,
     chain_cases,
     coins,
     links_cases,
@@ -144,7 +146,8 @@ def test_rounding_fallback_takes_the_last_positive_index():
 
 
 def test_nan_probabilities_never_reach_a_token():
-    # NaN everywhere but token 3: NaN is no mass, never accepted, never sampled.
+    # NaN everywhere but token 3: NaN is never accepted and never sampled (the accumulator
+    # turns NaN at node 1, so node 2 could pass only threshold_single: helpers/sampling_cases).
     root = [math.nan] * 10
     root[3] = 0.4
     assert as_lists(tree_verdict(0.5, 0.9, root=root)) == [[[0, -1, -1]], [0], [3, 0, 0, 0]]
@@ -198,6 +201,31 @@ def test_draft_probability_zero_accepts():
     u = torch.tensor([[0.99, 0.99, 0.5]])
     verdict = verify_sampling(CHAIN_CFG, CHAIN_VT, Q, u, torch.tensor([0.5]), draft_probs=p)
     assert verdict.num_accepted.tolist() == [1]
+
+
+@pytest.mark.parametrize("name", list(EDGE_CASES))
+def test_edge_cases(name):
+    # Draft tokens without target mass (q(x) = 0, outside [0, V), with coin 0), a residual
+    # that keeps the rejected token, a NaN sibling in the accumulator, a threshold_single
+    # that rounds to 0 in float32: exact verdicts (helpers/sampling_cases.py), the loop
+    # reference's too.
+    case, expected = EDGE_CASES[name]
+    assert as_lists(check_against_reference(*case)) == expected
+
+
+@pytest.mark.parametrize(
+    ("single", "equal"), [(2.0**-150, False), (2.0**-149, True), (1e-30, True)]
+)
+def test_greedy_rows_need_threshold_single_positive_in_float32(single, equal):
+    # 2**-150 > 0 rounds to float32 0 (a tie, to even): the child of probability 0 passes
+    # q >= 0 and the greedy row leaves verify_greedy's verdict; 2**-149 does not round to 0.
+    case, _ = EDGE_CASES["tiny_single_positive"]
+    cfg, vt, q = case.cfg, case.verify_tree, case.target_probs
+    sampled = verify_sampling(cfg, vt, q, case.uniforms, case.final_uniforms,
+                              threshold_single=single)  # fmt: skip
+    greedy = verify_greedy(cfg, vt, q.argmax(-1))
+    assert as_lists(greedy) == [[[0, 2]], [1], [1, 0, 1]]
+    assert (as_lists(sampled) == as_lists(greedy)) == equal
 
 
 def test_flat_and_batched_probabilities_agree():
@@ -258,23 +286,44 @@ def test_chain_matches_reference(case):
 
 def agreeing_logits(vt, vocab, gen, agree=0.8):
     """[bs, N, V] logits whose argmax is often the token of one of the node's children (see
-    trees.agreeing_children), with exact ties and NaN now and then."""
+    trees.agreeing_children), with exact ties, NaN, +inf and -inf now and then, and some rows
+    all -inf or NaN."""
     bs, n = vt.retrieve_index.shape
     logits = torch.randn(bs, n, vocab, generator=gen).round(decimals=1)
     tokens = vt.draft_tokens.tolist()
     for node, child in enumerate(agreeing_children(vt, gen, agree)):
         if child >= 0 and 0 <= tokens[child] < vocab:
             logits.view(bs * n, vocab)[node, tokens[child]] = 5.0
-    logits[torch.rand(bs, n, vocab, generator=gen) < 0.05] = math.nan
-    return logits
+    return with_special_logits(logits, gen)
+
+
+def with_special_logits(logits, gen, nan=0.05, inf=0.01, rows=0.03):
+    """``logits`` with NaN entries at rate ``nan``, +inf and -inf entries at ``inf`` each, and
+    rows of only -inf and NaN at ``rows`` (rows that target_probs_from_logits gives no mass
+    at a positive temperature, as it does rows with a +inf)."""
+    draw = torch.rand(logits.shape, generator=gen)  # [..., V]
+    logits = torch.where(draw < nan, math.nan, logits)
+    logits = torch.where((draw >= nan) & (draw < nan + inf), math.inf, logits)
+    logits = torch.where((draw >= nan + inf) & (draw < nan + 2 * inf), -math.inf, logits)
+    empty = torch.rand(logits.shape[:-1], generator=gen).unsqueeze(-1) < rows  # [..., 1]
+    return torch.where(empty, torch.where(draw < 0.5, math.nan, -math.inf), logits)
+
+
+def greedy_targets(logits):
+    """The argmax of each row with NaN as -inf, infinities kept (``nan_to_num(nan=-inf)`` would
+    clamp +inf to the largest finite value and -inf to the lowest, ranking them with finite
+    logits): docs/sampling.md's expression for greedy rows."""
+    return torch.where(logits.isnan(), -math.inf, logits).argmax(-1)
 
 
 @given(
     cfg=SAMPLING_CONFIGS,
     bs=st.integers(1, 6),
-    # Where greedy rows are exact (docs/sampling.md): threshold_single > 0 (or a child of
-    # probability 0 passes), and the argmax child accepted: threshold_single or acc <= 1.
-    thresholds=st.sampled_from([(s, a) for s, a in THRESHOLDS if s > 0 and min(s, a) <= 1]),
+    # Where greedy rows are exact (docs/sampling.md): threshold_single positive in float32 (or
+    # a child of probability 0 passes), and the argmax child accepted: single or acc <= 1.
+    thresholds=st.sampled_from(
+        [(s, a) for s, a in THRESHOLDS if as_float32(s) > 0 and min(s, a) <= 1]
+    ),
     arbitrary_links=st.booleans(),
     seed=st.integers(0, 2**31),
 )
@@ -291,9 +340,14 @@ def test_greedy_rows_of_a_mixed_batch_equal_verify_greedy(
     u = draw_uniforms(bs, n, generator=gen)
     single, acc = thresholds
     sampled = verify_sampling(cfg, vt, probs, *u, threshold_single=single, threshold_acc=acc)
-    greedy = verify_greedy(cfg, vt, logits.nan_to_num(nan=-math.inf).argmax(-1))
-    rows = (temperature == 0).nonzero().flatten().tolist()
-    for b in rows:
+    greedy = verify_greedy(cfg, vt, greedy_targets(logits))
+    assert_greedy_rows_equal(sampled, greedy, temperature)
+
+
+def assert_greedy_rows_equal(sampled, greedy, temperature):
+    """The verdicts of the requests at temperature 0 are equal."""
+    n = sampled.predicts.shape[0] // temperature.shape[0]
+    for b in (temperature == 0).nonzero().flatten().tolist():
         assert sampled.accept_index[b].tolist() == greedy.accept_index[b].tolist()
         assert sampled.num_accepted[b].item() == greedy.num_accepted[b].item()
         assert (
@@ -304,18 +358,67 @@ def test_greedy_rows_of_a_mixed_batch_equal_verify_greedy(
 
 @given(num_steps=st.integers(1, 6), bs=st.integers(1, 6), seed=st.integers(0, 2**31))
 def test_greedy_chain_rows_with_draft_probs_equal_verify_greedy(num_steps, bs, seed):
-    # A greedy request drafts greedily too: its draft rows are one-hot at the drafted token.
+    # A mixed batch. Draft rows, node by node, of the kinds docs/sampling.md names: one-hot at
+    # the drafted token (a greedy draft), softmax rows (every entry in (0, 1)), all zero.
+    # A drafted token other than the argmax a has q = 0 and is rejected whatever the coin;
+    # relu(q - p) is then 1 - p(a) > 0 at a only: the argmax, as verify_greedy emits.
     gen = torch.Generator().manual_seed(seed)
-    cfg, vocab = DraftConfig.chain(num_steps), 8
+    cfg, vocab, n = DraftConfig.chain(num_steps), 8, num_steps + 1
     vt = organized_tree(cfg, bs, gen, vocab)
     logits = agreeing_logits(vt, vocab, gen)
-    probs = target_probs_from_logits(logits, torch.zeros(bs))
-    tokens = vt.draft_tokens.view(bs, -1)
-    draft = torch.zeros(bs, num_steps + 1, vocab).scatter_(2, tokens.roll(-1, 1).unsqueeze(-1), 1)
-    sampled = verify_sampling(cfg, vt, probs, *draw_uniforms(bs, num_steps + 1, generator=gen),
+    temperature = torch.where(torch.rand(bs, generator=gen) < 0.5, 0.0, 0.8)
+    assume(bool((temperature == 0).any()))
+    probs = target_probs_from_logits(logits, temperature)
+    drafted = vt.draft_tokens.view(bs, n).roll(-1, 1)  # [bs, N] row j drew node j + 1's token
+    onehot = torch.zeros(bs, n, vocab).scatter_(2, drafted.unsqueeze(-1), 1.0)
+    smooth = torch.softmax(torch.randn(bs, n, vocab, generator=gen), -1)
+    kind = torch.randint(0, 3, (bs, n, 1), generator=gen)
+    draft = torch.where(kind == 0, onehot, torch.where(kind == 1, smooth, 0.0))
+    sampled = verify_sampling(cfg, vt, probs, *draw_uniforms(bs, n, generator=gen),
                               draft_probs=draft)  # fmt: skip
-    greedy = verify_greedy(cfg, vt, logits.nan_to_num(nan=-math.inf).argmax(-1))
-    assert as_lists(sampled) == as_lists(greedy)
+    greedy = verify_greedy(cfg, vt, greedy_targets(logits))
+    assert_greedy_rows_equal(sampled, greedy, temperature)
+
+
+def test_greedy_chain_row_fails_when_the_draft_row_has_all_mass_at_the_argmax():
+    # The exception docs/sampling.md states: the root's argmax is token 0, the drafted token 1
+    # (q = 0, rejected), and p(0) = 1, so relu(q - p) has no mass: token V - 1 = 3, where
+    # verify_greedy emits 0. (A draft that drew token 1 from p has p(0) < 1.)
+    q = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    p = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0] * 4])
+    u, final = torch.tensor([[0.5, 0.5, 0.5]]), torch.tensor([0.5])
+    verdict = verify_sampling(CHAIN_CFG, CHAIN_VT, q, u, final, draft_probs=p)
+    assert as_lists(verdict) == [[[0, -1, -1]], [0], [3, 0, 0]]
+    greedy = verify_greedy(CHAIN_CFG, CHAIN_VT, q.argmax(-1))
+    assert as_lists(greedy) == [[[0, -1, -1]], [0], [0, 0, 0]]
+    p[0] = torch.tensor([0.75, 0.25, 0.0, 0.0])  # p(0) < 1: the argmax again
+    assert as_lists(verify_sampling(CHAIN_CFG, CHAIN_VT, q, u, final, draft_probs=p)) == [
+        [[0, -1, -1]], [0], [0, 0, 0]
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("row", "dtype", "argmax", "clamped"),
+    [
+        # NaN counts as -inf, and a -inf ties it: the first, 0. nan_to_num(nan=-inf) would
+        # clamp the real -inf to the lowest finite float, above the NaN's -inf: 1.
+        ([math.nan, -math.inf], torch.float32, 0, 1),
+        # +inf is above the largest finite float16; nan_to_num clamps it to 65504: a tie, 0.
+        ([65504.0, math.inf], torch.float16, 1, 0),
+    ],
+)
+def test_greedy_rows_keep_infinities(row, dtype, argmax, clamped):
+    cfg = DraftConfig.chain(1)  # N = 2: the root and a draft node with token 1 - argmax
+    tree = DraftTree(torch.zeros(1, 0, dtype=I64), torch.tensor([[0]]), torch.tensor([[clamped]]))
+    vt = build_verify_tree(cfg, tree, torch.tensor([0]), torch.tensor([3]))
+    logits = torch.tensor([row, [0.0, 1.0]], dtype=dtype)
+    probs = target_probs_from_logits(logits, torch.tensor([0.0]))
+    assert probs[0].tolist() == [float(i == argmax) for i in range(2)]
+    assert greedy_targets(logits)[0].item() == argmax
+    assert logits.nan_to_num(nan=-math.inf).argmax(-1)[0].item() == clamped
+    sampled = verify_sampling(cfg, vt, probs, *draw_uniforms(1, 2, generator=torch.Generator()))
+    greedy = verify_greedy(cfg, vt, greedy_targets(logits))
+    assert as_lists(sampled) == as_lists(greedy) == [[[0, -1]], [0], [argmax, 0]]
 
 
 def test_greedy_rows_agree_on_a_fixed_batch():
@@ -327,7 +430,7 @@ def test_greedy_rows_agree_on_a_fixed_batch():
     temperature = torch.tensor([0.0, 1.0] * 4)
     probs = target_probs_from_logits(logits, temperature)
     sampled = verify_sampling(cfg, vt, probs, *draw_uniforms(bs, 16, generator=gen))
-    greedy = verify_greedy(cfg, vt, logits.nan_to_num(nan=-math.inf).argmax(-1))
+    greedy = verify_greedy(cfg, vt, greedy_targets(logits))
     assert torch.equal(sampled.accept_index[::2], greedy.accept_index[::2])
     assert torch.equal(sampled.predicts.view(bs, 16)[::2], greedy.predicts.view(bs, 16)[::2])
     assert greedy.num_accepted[::2].sum() >= 8  # deep walks, so the comparison means something
@@ -376,11 +479,16 @@ def test_probs_from_logits_literal():
             [0.0, math.log(4.0), -math.inf],  # temperature 2: [1, 2, 0] / 3
             [1.0, math.nan, 1.0],  # greedy: first largest, NaN ignored -> one-hot at 0
             [-math.inf, math.nan, -math.inf],  # no mass at temperature 1: all zero
+            [0.5, math.inf, 1.0],  # a +inf: no mass either (inf - inf is NaN), all zero
+            [math.nan, -math.inf, math.inf],  # greedy: one-hot at the +inf
         ]
     )
-    probs = target_probs_from_logits(logits, torch.tensor([2.0, 0.0, 1.0]))
+    temperature = torch.tensor([2.0, 0.0, 1.0, 1.0, 0.0])
+    probs = target_probs_from_logits(logits.view(5, 1, 3), temperature).view(5, 3)
     torch.testing.assert_close(probs[0], torch.tensor([1 / 3, 2 / 3, 0.0]))
-    assert probs[1:].tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    assert probs[1:].tolist() == [[1.0, 0.0, 0.0], [0.0] * 3, [0.0] * 3, [0.0, 0.0, 1.0]]
+    want = reference.target_probs_from_logits(logits.view(5, 1, 3), temperature)
+    torch.testing.assert_close(probs, torch.tensor(want))
 
 
 def test_top_k_keeps_ties_and_top_p_keeps_the_boundary_token():
@@ -416,7 +524,7 @@ def test_probs_from_logits_match_reference(bs, rows, vocab, grid, seed):
     logits = torch.randn(bs, rows, vocab, generator=gen)
     if grid:  # exact ties among logits
         logits = logits.round()
-    logits[torch.rand(bs, rows, vocab, generator=gen) < 0.1] = math.nan
+    logits = with_special_logits(logits, gen)  # NaN, +-inf, rows of only -inf and NaN
     temperature = torch.tensor([0.0, 0.5, 1.0, 2.0])[torch.randint(0, 4, (bs,), generator=gen)]
     top_k = torch.randint(-1, vocab + 2, (bs,), generator=gen)
     top_p = torch.rand(bs, generator=gen) * 1.2

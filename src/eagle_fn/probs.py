@@ -47,10 +47,10 @@ def draw_uniforms(
     """Draws the coins for :func:`verify_sampling` from ``generator``, float32, in (0, 1).
 
     Each coin is the midpoint of one of ``2**23`` equal bins, so it is never exactly 0: a zero
-    coin would accept a first child whose target probability is 0 (``0 <= 0``), which breaks
-    the exact agreement of greedy rows with :func:`~eagle_fn.verify_greedy`. A coin is off a
-    continuous uniform by at most ``2**-24`` (``torch.rand``'s float32 grid step is ``2**-24``
-    too), so acceptance probabilities are exact to that.
+    coin would accept a first child whose target probability is 0 (``0 <= 0``, target-only),
+    which breaks the exact agreement of greedy rows with :func:`~eagle_fn.verify_greedy`. A
+    coin is off a continuous uniform by at most ``2**-24`` (``torch.rand``'s float32 grid step
+    is ``2**-24`` too), so acceptance probabilities are exact to that.
 
     Args:
         bs: requests.
@@ -96,9 +96,10 @@ def target_probs_from_logits(
 ) -> Tensor:
     """The target's sampling distribution at every node, per request (docs/semantics.md §9).
 
-    NaN logits count as ``-inf``. Temperature ``<= 0`` gives one-hot rows at the first largest
-    logit (greedy rows verify exactly as :func:`~eagle_fn.verify_greedy`); otherwise softmax,
-    top-k, top-p, renormalized (docs/sampling.md). Temperatures must be finite (unchecked).
+    NaN logits count as ``-inf``, infinities stay. Temperature ``<= 0`` gives one-hot rows at
+    the first largest logit (greedy rows verify exactly as :func:`~eagle_fn.verify_greedy`,
+    docs/sampling.md); otherwise softmax, top-k, top-p, renormalized (a row with a ``+inf``
+    or no finite logit: all zero). Temperatures must be finite (unchecked).
 
     Args:
         logits: the target's logits at every node.

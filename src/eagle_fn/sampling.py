@@ -60,8 +60,10 @@ def verify_sampling(
         cfg, verify_tree: the draft configuration and its :func:`~eagle_fn.build_verify_tree`.
         target_probs: row ``j`` is the target's distribution after node ``j``.
         uniforms, final_uniforms: the coins among node ``j``'s children, and the final one.
-        threshold_single, threshold_acc: accept if ``q >= single`` or ``coin <= acc / acc_t``.
-        draft_probs: row ``j`` is the draft's distribution that drew node ``j + 1``.
+        threshold_single, threshold_acc: accept if ``q >= single`` or ``coin <= acc / acc_t``
+            (both rounded to float32 first, as SGLang's kernel takes them).
+        draft_probs: row ``j`` is the draft's distribution that drew node ``j + 1``; its token
+            ``x`` is accepted if ``q(x) > 0`` and ``coin * p(x) <= q(x)``.
 
     Shapes: ``target_probs, draft_probs [bs, N, V]`` or ``[bs * N, V]``, ``uniforms [bs, N]``,
     ``final_uniforms [bs]`` -> as :func:`~eagle_fn.verify_greedy`'s.
@@ -141,7 +143,8 @@ def _draft_step(vt: VerifyTree, q: Tensor, p: Tensor, coins: Tensor) -> NodeStep
     tokens = _child_tokens(vt.draft_tokens.view(bs, n), torch.where(child >= 0, child, n)
                            .unsqueeze(-1), vocab)  # fmt: skip
     qx, px = _probs_at(q, tokens).squeeze(-1), _probs_at(p, tokens).squeeze(-1)  # [bs, N]
-    accept = (child >= 0) & (coins * px <= qx)  # [bs, N]
+    # q(x) = 0 is never accepted (min(1, q/p) = 0), even where coin * p(x) <= 0.
+    accept = (child >= 0) & (qx > 0) & (coins * px <= qx)  # [bs, N]
     rejected = ((child >= 0) & ~accept).unsqueeze(-1)  # [bs, N, 1]
     return NodeStep(torch.where(accept, child, -1), rejected, tokens, p)
 

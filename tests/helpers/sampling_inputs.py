@@ -12,9 +12,15 @@ from helpers.drafts import KINDS, SEEDS, draft_configs, draft_lists
 I64 = torch.int64
 ROW_KINDS = ("smooth", "ties", "agree", "zero", "nan", "onehot")
 COIN_KINDS = ("uniform", "grid")
-# Past float32's range (the last two) a threshold is +-inf, as a C cast of SGLang's rounds it.
-THRESHOLDS = [(1.0, 1.0), (0.5, 0.8), (0.3, 0.0), (2.0, 1e-12), (0.25, 0.5)]
+# Thresholds are rounded to float32 as SGLang's kernel takes them: 2**-150 becomes 0 (a tie,
+# to even), and past float32's range (the last two) a threshold is +-inf, as a C cast rounds it.
+THRESHOLDS = [(1.0, 1.0), (0.5, 0.8), (0.3, 0.0), (2.0, 1e-12), (0.25, 0.5), (2.0**-150, 1.0)]
 THRESHOLDS += [(1e39, 1e39), (-1e39, -1e39)]
+
+
+def as_float32(value):
+    """``value`` rounded to float32, as verify_sampling takes its thresholds."""
+    return torch.tensor(value, dtype=torch.float64).float().item()
 
 
 # Chains and trees small enough for a loop reference to check many of them.

@@ -88,14 +88,14 @@ def verify_sampling(
                 if p is None:
                     acc = acc + qx
                     ok = bool(coin <= acc / thr_acc) or bool(qx >= thr_single)
-                else:
-                    ok = bool(coin * prob(p, b, cur, x) <= qx)
+                else:  # q(x) = 0 is never accepted: min(1, q(x) / p(x)) = 0
+                    ok = bool(qx > 0) and bool(coin * prob(p, b, cur, x) <= qx)
                 if ok:
                     chosen = c
                     break
                 tried.append(x)
-            if chosen is None:
-                removed = [x for x in tried if 0 <= x < vocab]
+            if chosen is None:  # target-only: tried tokens leave the row; draft: relu(q - p)
+                removed = [x for x in tried if 0 <= x < vocab] if p is None else []
                 residual = p is not None and bool(tried)
                 break
             cur = chosen
@@ -131,8 +131,10 @@ def target_probs_from_logits(logits, temperature, top_k=None, top_p=None):
             best = max(range(vocab), key=lambda i: (x[i], -i))
             out.append([1.0 if i == best else 0.0 for i in range(vocab)])
             continue
-        row = rows[r].nan_to_num(nan=-math.inf)
-        # Divided after the shift to the max, so a tiny t cannot overflow (NaN if none finite).
+        # NaN as -inf, infinities kept (nan_to_num would clamp them to finite extremes).
+        row = torch.where(rows[r].isnan(), -math.inf, rows[r])
+        # Divided after the shift to the max, so a tiny t cannot overflow. A row of only -inf
+        # (and NaN), or with a +inf: inf - inf is NaN, so softmax gives NaN: no mass.
         probs = torch.softmax((row - row.max()) / t, dim=0).tolist()
         probs = [v if v > 0 else 0.0 for v in probs]
         keep = [True] * vocab

@@ -154,11 +154,12 @@ def _accepts(q, p, coin, acc, single, divisor, HAS_DRAFT: tl.constexpr, WIDE: tl
     """Whether the child of target probability ``q`` (draft ``p``) is accepted, and ``acc``:
     the target probability of the children tried so far (target-only; unchanged with a draft).
 
-    With a draft: ``coin * p <= q``. Target-only: ``coin <= acc / threshold_acc`` (``acc``
-    now counting this child), or ``q >= threshold_single``.
+    With a draft: ``q > 0`` and ``coin * p <= q`` (``q = 0`` is never accepted). Target-only:
+    ``coin <= acc / threshold_acc`` (``acc`` now counting this child, NaN after a NaN ``q``, as
+    SGLang adds it), or ``q >= threshold_single``.
     """
     if HAS_DRAFT:
-        ok = coin * p <= q
+        ok = (q > 0) & (coin * p <= q)
     else:
         acc = acc + q
         # float64 `/` rounds to nearest; float32's may not, div_rn does.

@@ -1,0 +1,103 @@
+"""Literal sampling-verification cases at the edges of the contract (docs/sampling.md), with
+their exact verdicts worked out by hand: the torch function, the loop reference and the
+kernel must all give them.
+
+Each entry of EDGE_CASES is ``(SamplingCase, [accept_index, num_accepted, predicts])``.
+"""
+
+import math
+
+import torch
+
+from eagle_fn import DraftConfig, DraftTree, build_verify_tree
+from helpers.sampling_inputs import SamplingCase
+
+t = torch.tensor
+NAN = math.nan
+
+# A chain of S = 2 drafting tokens 1 then 2 after bonus 0 (test_sampling's CHAIN_VT).
+CHAIN_CFG = DraftConfig.chain(2)
+CHAIN_VT = build_verify_tree(
+    CHAIN_CFG, DraftTree(t([[-1, 0]]), t([[0, 1]]), t([[1, 2]])), t([0]), t([3])
+)
+Q = [[0.1, 0.6, 0.2, 0.1], [0.5, 0.0, 0.3, 0.2], [0.0, 0.0, 0.0, 1.0]]
+P = [[0.0, 0.8, 0.2, 0.0], [0.25, 0.0, 0.75, 0.0], [0.0, 0.0, 0.0, 0.0]]
+
+
+def chain(coins, final, *, q0=None, p0=None, tokens=None):
+    """A chain case with draft_probs: Q and P with row 0 replaced, and other draft tokens."""
+    q, p = t(Q), t(P)
+    if q0 is not None:
+        q[0], p[0] = t(q0), t(p0)
+    vt = CHAIN_VT if tokens is None else CHAIN_VT._replace(draft_tokens=t(tokens))
+    return SamplingCase(CHAIN_CFG, vt, q, t([coins]), t([final]), draft_probs=p)
+
+
+# test_sampling's tree (topk 2): root -> node 1 (token 7), node 2 (token 9); node 1 -> node 3.
+TREE_CFG = DraftConfig(2, 2, 4)
+TREE_VT = build_verify_tree(
+    TREE_CFG, DraftTree(t([[-1, 0, 1]]), t([[0, 1, 2]]), t([[7, 9, 4]])), t([5]), t([10])
+)
+NAN_ROOT = [0.1, 0.0, 0.0, 0.1, 0.0, 0.1, 0.0, NAN, 0.0, 0.5]  # q(7) NaN, q(9) = 0.5
+NODE2 = [0.0, 0.0, 0.25, 0.0, 0.0, 0.0, 0.75, 0.0, 0.0, 0.0]
+
+
+def nan_sibling(single):
+    q = t([NAN_ROOT, [0.0] * 4 + [1.0] + [0.0] * 5, NODE2, [0.0, 1.0] + [0.0] * 8])
+    return SamplingCase(TREE_CFG, TREE_VT, q, t([[0.4, 0.5, 0.5, 0.5]]), t([0.5]), (single, 1.0))
+
+
+# topk 2, one step: root children node 1 (token 3), node 2 (token 1); greedy one-hot rows at
+# token 1 (tiny_threshold_single_breaks_greedy_rows).
+TINY_CFG = DraftConfig(2, 1, 3)
+TINY_VT = build_verify_tree(
+    TINY_CFG, DraftTree(torch.zeros(1, 0, dtype=torch.int64), t([[0, 1]]), t([[3, 1]])),
+    t([0]), t([4]),
+)  # fmt: skip
+
+
+def tiny_single(single):
+    q = t([[0.0, 1.0, 0.0, 0.0]] * 3)
+    return SamplingCase(TINY_CFG, TINY_VT, q, t([[0.5] * 3]), t([0.5]), (single, 1.0))
+
+
+EDGE_CASES = {
+    # q(1) = p(1) = 0: 0.99 * 0 <= 0, yet rejected (min(1, q/p) = 0); relu(q0 - p0) is
+    # [0, 0, 0, 0.2]: token 3.
+    "draft_q_zero_p_zero": (
+        chain([0.99, 0.5, 0.5], 0.5, q0=[0.4, 0.0, 0.4, 0.2], p0=[0.5, 0.0, 0.5, 0.0]),
+        [[[0, -1, -1]], [0], [3, 0, 0]],
+    ),
+    # q(1) = 0 with coin 0 (0 * 0.8 <= 0): rejected. relu(q0 - p0) = [0.4, 0, 0.2, 0.2],
+    # u = 0.5 * 0.8 = 0.4 ties token 0's running sum, which does not exceed it: token 2.
+    "draft_q_zero_coin_zero": (
+        chain([0.0, 0.5, 0.5], 0.5, q0=[0.4, 0.0, 0.4, 0.2], p0=[0.0, 0.8, 0.2, 0.0]),
+        [[[0, -1, -1]], [0], [2, 0, 0]],
+    ),
+    # Token 9 outside [0, V): q = p = 0, rejected; relu(Q0 - P0) = [0.1, 0, 0, 0.1], u = 0.15.
+    "draft_outside_vocab_at_root": (
+        chain([0.999, 0.999, 0.5], 0.75, tokens=[0, 9, 2]),
+        [[[0, -1, -1]], [0], [3, 0, 0]],
+    ),
+    # Token 1 accepted (0.7 * 0.8 <= 0.6), then -3 rejected: relu(Q1 - P1) = [0.25, 0, 0, 0.2],
+    # u = 0.75 * 0.45 = 0.3375: token 3.
+    "draft_outside_vocab_deeper": (
+        chain([0.7, 0.0, 0.5], 0.75, tokens=[0, 1, -3]),
+        [[[0, 1, -1]], [1], [1, 3, 0]],
+    ),
+    # Rejected (q(1) < 0); the residual is relu(q - p) = [0, 0.25, 0, 0]: the rejected token
+    # keeps its mass (only target-only removes tried tokens).
+    "draft_negative_probabilities": (
+        chain([0.5, 0.5, 0.5], 0.5, q0=[0.0, -0.75, 0.0, 0.0], p0=[0.0, -1.0, 0.5, 0.0]),
+        [[[0, -1, -1]], [0], [1, 0, 0]],
+    ),
+    # The NaN child makes the accumulator NaN (SGLang adds it): node 2 (q 0.5) is rejected at
+    # coin 0.4, although 0.5 >= 0.4. Tokens 7, 9 leave the root row; u = 0.15: token 3.
+    "nan_sibling": (nan_sibling(1.0), [[[0, -1, -1]], [0], [3, 0, 0, 0]]),
+    # ... but q(9) = 0.5 >= threshold_single still accepts node 2; its row draws token 6.
+    "nan_sibling_single": (nan_sibling(0.5), [[[0, 2, -1]], [1], [9, 0, 6, 0]]),
+    # threshold_single 2**-150 rounds to float32 0: q(3) = 0 >= 0 accepts node 1.
+    "tiny_single_rounds_to_zero": (tiny_single(2.0**-150), [[[0, 1]], [1], [3, 1, 0]]),
+    # 2**-149 is float32's least subnormal: node 1 rejected, node 2 (the argmax) accepted.
+    "tiny_single_positive": (tiny_single(2.0**-149), [[[0, 2]], [1], [1, 0, 1]]),
+}
