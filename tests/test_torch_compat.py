@@ -157,12 +157,18 @@ def test_flat_per_node_arguments_compile_once(fresh_dynamo, features, related):
     assert graphs() == 1
 
 
-@pytest.mark.parametrize("features", FEATURES)
-def test_dynamic_arguments_may_come_by_keyword(fresh_dynamo, features):
+def compiled_chain(features):
+    """A two-step chain config, its constants and its organize compiled with ``features``."""
     cfg = DraftConfig.chain(2)
     constants = chain_constants(cfg, max_bs=MAX_BS, device="cpu")
     shapes = {"topk_index": _compile.Batch(2, max=MAX_BS)}
     chain = _compile.compile_fn(_organize_chain, enabled=True, shapes=shapes, features=features)
+    return cfg, constants, chain
+
+
+@pytest.mark.parametrize("features", FEATURES)
+def test_dynamic_arguments_may_come_by_keyword(fresh_dynamo, features):
+    cfg, constants, chain = compiled_chain(features)
     gen = torch.Generator().manual_seed(2)
     for bs in [2, 0, 1, MAX_BS]:
         topk_p, topk_index = multilayer(2, bs, gen)
@@ -175,10 +181,7 @@ def test_dynamic_arguments_may_come_by_keyword(fresh_dynamo, features):
 @pytest.mark.parametrize("features", FEATURES)
 def test_a_compiled_path_runs_inside_a_callers_compile(fresh_dynamo, features):
     # The caller's compile traces the path's function; marking (the fallback) is eager-only.
-    cfg = DraftConfig.chain(2)
-    constants = chain_constants(cfg, max_bs=MAX_BS, device="cpu")
-    shapes = {"topk_index": _compile.Batch(2, max=MAX_BS)}
-    chain = _compile.compile_fn(_organize_chain, enabled=True, shapes=shapes, features=features)
+    cfg, constants, chain = compiled_chain(features)
     caller = torch.compile(lambda index: chain(constants, index), fullgraph=True)
     topk_p, topk_index = multilayer(2, 3, torch.Generator().manual_seed(4))
     assert_trees_equal(caller(topk_index), organize_multilayer(cfg, topk_p, topk_index))

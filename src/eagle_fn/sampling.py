@@ -58,8 +58,8 @@ def verify_sampling(
 
     Args:
         cfg, verify_tree: the draft configuration and its :func:`~eagle_fn.build_verify_tree`.
-        target_probs: row ``j`` is the target's distribution after node ``j``.
-        uniforms, final_uniforms: the coins among node ``j``'s children, and the final one.
+        target_probs, uniforms, final_uniforms: row ``j`` is the target's distribution after
+            node ``j``; the coins among node ``j``'s children, and the final one.
         threshold_single, threshold_acc: accept if ``q >= single`` or ``coin <= acc / acc_t``
             (both rounded to float32 first, as SGLang's kernel takes them).
         draft_probs: row ``j`` is the draft's distribution that drew node ``j + 1``; its token

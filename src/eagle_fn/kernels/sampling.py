@@ -85,10 +85,9 @@ def _verify_sampling(
     accept_index, num_accepted, predicts = empty_verdict(retrieve_index, draft_tokens, num_steps)
     block = min(BLOCK_V, power_of_2(vocab))
     num_blocks = -(-vocab // block)
-    per_program = min(BLOCKS_PER_PROGRAM, power_of_2(num_blocks))
-    num_chunks = -(-num_blocks // per_program)
-    parts, chunks = _parts(bs, num_chunks) if SPLIT else (1, num_chunks)
     max_blocks = power_of_2(num_blocks)
+    per_program = min(BLOCKS_PER_PROGRAM, max_blocks)
+    parts, chunks = _parts(bs, -(-num_blocks // per_program), SPLIT)
     sums, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
     launch(
         bs * parts,
@@ -109,9 +108,11 @@ def _verify_sampling(
     return accept_index, num_accepted, predicts
 
 
-def _parts(bs: Any, num_chunks: int) -> tuple[Any, Any]:
-    """Programs per request and chunks per program for about ``PROGRAMS`` programs in all.
-    ``torch.sym_*``: a traced ``bs`` stays symbolic, with no guard on its value."""
+def _parts(bs: Any, num_chunks: int, split: bool) -> tuple[Any, Any]:
+    """Programs per request and chunks per program: one program unless ``split``, else about
+    ``PROGRAMS`` in all. ``torch.sym_*``: a traced ``bs`` stays symbolic, unguarded."""
+    if not split:
+        return 1, num_chunks
     parts = torch.sym_max(1, torch.sym_min(num_chunks, -(-PROGRAMS // torch.sym_max(bs, 1))))
     return parts, -(-num_chunks // parts)
 
