@@ -22,6 +22,7 @@ the torch functions, so no signature is written twice. Triton is required here; 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import Callable
@@ -101,15 +102,25 @@ def launcher(kernel: Any) -> Callable[..., None]:
     def launch(programs: Any, *args: Any, **options: Any) -> None:
         if type(programs) is int and programs == 0:
             return
-        if not interpreted(kernel):
-            # wrap_triton lets tracers see the kernel; plain eager code launches it as is.
-            run = kernel if plain_eager() else wrap_triton(kernel)
-            run[(programs,)](*args, **options)
+        if not interpreted(kernel) and plain_eager():
+            with on_device(args):
+                kernel[(programs,)](*args, **options)
+        elif not interpreted(kernel):  # wrap_triton lets tracers see the kernel
+            wrap_triton(kernel)[(programs,)](*args, **options)
         elif all(type(arg) is Tensor for arg in args if isinstance(arg, Tensor)):
             kernel[(programs,)](*args, **options)
 
     launch.kernel = kernel  # type: ignore[attr-defined]  # what tools recording launches read
     return launch
+
+
+def on_device(args: tuple[Any, ...]) -> contextlib.AbstractContextManager[Any]:
+    """The first tensor's CUDA device made current, where it is not: Triton launches on the
+    current device (torch ops guard theirs the same way; compiled graphs do it themselves)."""
+    device = next(arg.device for arg in args if isinstance(arg, Tensor))
+    if device.type == "cuda" and device.index != torch.cuda.current_device():
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
 
 
 def power_of_2(n: int) -> int:
