@@ -53,7 +53,9 @@ def mode_from_env() -> CompileMode:
         return CompileMode(raw)
     except ValueError:
         allowed = ", ".join(repr(m.value) for m in CompileMode)
-        raise ValueError(f"{ENV_VAR} must be one of {allowed} or unset (or empty), got {raw!r}") from None
+        raise ValueError(
+            f"{ENV_VAR} must be one of {allowed} or unset/empty, got {raw!r}"
+        ) from None
 
 
 def compiled_paths(
