@@ -40,10 +40,9 @@ ROUTES: dict[str, tuple[Any, str, str, slice]] = {
 class DraftOrganizer:
     """The thin stateful front of eagle_fn for a serving engine's draft loop (semantics §6).
 
-    A chain config with ``bs <= max_bs`` takes the chain path (cached constants: shared,
-    read-only views; no work),
-    anything else the general path, with identical values. ``compile`` and ``backend``
-    override ``EAGLE_FN_COMPILE`` and ``EAGLE_FN_BACKEND``. README shows one in use."""
+    A chain config with ``bs <= max_bs`` takes the chain path (cached constants, handed out as
+    shared read-only views; no work), anything else the general path, with identical values.
+    ``compile`` and ``backend`` override ``EAGLE_FN_COMPILE`` and ``EAGLE_FN_BACKEND``."""
 
     def __init__(
         self,
@@ -87,13 +86,13 @@ class DraftOrganizer:
         return cast(VerifyTree, self._route("build_verify", tree, bonus_tokens, seq_lens, **opts))
 
     def _route(self, method: str, *args: Any, **options: Any) -> Any:
-        """The one guard: a chain config within ``max_bs`` takes the chain path."""
+        """The one guard; no warning where dynamo traces (it cannot trace ``warnings.warn``)."""
         checks, general, chain_path, taken = ROUTES[method]
         where = f"DraftOrganizer.{method}"
         checked = checks(self.config, *args, **options, where=where, **self._site)
         lead = checked[1][0] if isinstance(checked[1], (list, tuple)) else checked[1]
         bs, is_chain = lead.shape[0], chain_path in self._constants  # every tensor has bs
-        if is_chain and bs > self.max_bs and not self._warned and not is_compiling():  # untraceable
+        if is_chain and bs > self.max_bs and not self._warned and not is_compiling():
             self._warned = True
             warnings.warn(MaxBatchWarning.about(bs, self.max_bs), stacklevel=3)
         if is_chain and bs <= self.max_bs:

@@ -99,13 +99,15 @@ def launcher(kernel: Any) -> Callable[..., None]:
     valid after the kernel changed: an upgraded eagle_fn would run its old kernels.
     """
 
+    compiled = not interpreted(kernel)
+
     def launch(programs: Any, *args: Any, **options: Any) -> None:
         if type(programs) is int and programs == 0:
             return
-        if not interpreted(kernel) and plain_eager():
+        if compiled and plain_eager():
             with on_device(args):
                 kernel[(programs,)](*args, **options)
-        elif not interpreted(kernel):  # wrap_triton lets tracers see the kernel
+        elif compiled:  # wrap_triton lets tracers see the kernel
             wrap_triton(kernel)[(programs,)](*args, **options)
         elif all(type(arg) is Tensor for arg in args if isinstance(arg, Tensor)):
             kernel[(programs,)](*args, **options)
