@@ -54,13 +54,16 @@ class RowViews(CachedTensors):
         super().check()
         for bs, views in enumerate(self.rows):
             for view, fresh in zip(views, self.cut(bs), strict=True):
-                if (view.data_ptr(), view.shape, view.stride()) != (
-                    fresh.data_ptr(), fresh.shape, fresh.stride()
-                ):  # fmt: skip
+                if _placement(view) != _placement(fresh):
                     raise RuntimeError(
                         f"{type(self).__name__}.rows[{bs}] no longer views the constants: "
                         f"cached constants are shared and must be treated as read-only"
                     )
+
+
+def _placement(t: Tensor) -> tuple[object, ...]:
+    """Where a view reads: its memory, shape and strides."""
+    return t.data_ptr(), t.shape, t.stride()
 
 
 @dataclass(frozen=True, eq=False)
