@@ -30,18 +30,27 @@ FLOAT_OP = re.compile(  # a float fma/mul/add/sub, possibly predicated: op, modi
 )
 
 
-def compile_for_hopper(kernel, args, kwargs):
-    """What ``kernel[grid](*args, **kwargs)`` compiles, for sm_90: ``JITFunction.run``'s steps,
-    through its internals ``create_function_from_signature`` and ``_pack_args`` (the same in
-    Triton 3.6 and 3.9; ``ASTSource``'s signature format is too)."""
+def bind_for_hopper(kernel, args, kwargs):
+    """``JITFunction.run``'s binding of a launch, for sm_90 (its internal
+    ``create_function_from_signature``): the target, backend, bound arguments, their
+    specialization (ints equal to 1, 16-divisible ints and pointers) and the options."""
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, compile, make_backend
+    from triton.compiler import make_backend
     from triton.runtime.jit import create_function_from_signature
 
     target = GPUTarget(*HOPPER)
     backend = make_backend(target)
     bind = create_function_from_signature(kernel.signature, kernel.params, backend)
-    bound, specialization, options = bind(*args, **kwargs)
+    return (target, backend, *bind(*args, **kwargs))
+
+
+def compile_for_hopper(kernel, args, kwargs):
+    """What ``kernel[grid](*args, **kwargs)`` compiles, for sm_90: ``JITFunction.run``'s steps,
+    through :func:`bind_for_hopper` and its internal ``_pack_args`` (the same in Triton 3.6 and
+    3.9; ``ASTSource``'s signature format is too)."""
+    from triton.compiler import ASTSource, compile
+
+    target, backend, bound, specialization, options = bind_for_hopper(kernel, args, kwargs)
     options, signature, constexprs, attrs = kernel._pack_args(
         backend, kwargs, bound, specialization, options
     )
@@ -50,16 +59,9 @@ def compile_for_hopper(kernel, args, kwargs):
 
 
 def specialization(kernel, args, kwargs):
-    """What decides whether a launch compiles anew: the signature types, specializations
-    (ints equal to 1, 16-divisible ints and pointers) and options ``JITFunction.run`` binds
-    for sm_90, as text."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-    from triton.runtime.jit import create_function_from_signature
-
-    backend = make_backend(GPUTarget(*HOPPER))
-    bind = create_function_from_signature(kernel.signature, kernel.params, backend)
-    _, specialized, options = bind(*args, **kwargs)
+    """What decides whether a launch compiles anew, as text: the specialization and options
+    :func:`bind_for_hopper` finds."""
+    *_, specialized, options = bind_for_hopper(kernel, args, kwargs)
     return repr((specialized, sorted(options.items())))
 
 
