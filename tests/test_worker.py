@@ -1,3 +1,7 @@
+import os
+import shutil
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -7,6 +11,7 @@ from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
     MaxBatchWarning,
+    _compile,
     _memo,
     chain_constants,
     organize_multilayer,
@@ -148,6 +153,42 @@ def test_auto_on_cuda_compiles_what_measured_faster(monkeypatch, backend, expect
     # with one fused launch each, which compiling would not fuse further.
     monkeypatch.delenv("EAGLE_FN_COMPILE", raising=False)
     assert compiled_paths(None, torch.device("cuda"), PATHS, backend) == expected
+
+
+@pytest.mark.parametrize(("env", "compile"), [("auto", None), ("1", None), ("0", True)])
+def test_no_cpp_compiler_means_eager_auto_and_an_early_error(monkeypatch, env, compile):
+    # Inductor builds every CPU graph with a C++ compiler: without one, auto stays eager and
+    # an explicit request fails when the worker is built, not at its first call.
+    monkeypatch.setattr(_compile, "cpp_compiler_missing", lambda: "no g++ here")
+    monkeypatch.setenv("EAGLE_FN_COMPILE", env)
+    cfg = DraftConfig(4, 3, 8)
+    if env == "auto":
+        assert DraftOrganizer(cfg, max_bs=2, device="cpu", compile=compile).compiled == set()
+        assert compiled_paths(None, torch.device("cuda"), PATHS, Backend.TORCH) == {
+            "tree",
+            "verify",
+        }
+        return
+    with pytest.raises(RuntimeError, match=r"needs a C\+\+ compiler .*: no g\+\+ here; install"):
+        DraftOrganizer(cfg, max_bs=2, device="cpu", compile=compile)
+
+
+def test_the_cpp_compiler_probe_on_a_machine_without_one(tmp_path):
+    # A PATH holding only this Python's folder hides the system's compilers from inductor.
+    folder = os.path.dirname(sys.executable)
+    if any(shutil.which(cxx, path=folder) for cxx in ("g++", "c++", "clang++")):
+        pytest.skip(f"{folder} holds a C++ compiler")
+    code = (
+        "import torch, eagle_fn\n"
+        "from eagle_fn._compile import cpp_compiler_missing\n"
+        "cfg = eagle_fn.DraftConfig(4, 3, 8)\n"
+        "w = eagle_fn.DraftOrganizer(cfg, max_bs=2, device='cpu')\n"
+        "print(sorted(w.compiled), 'C++ compiler' in cpp_compiler_missing())\n"
+    )
+    env = {"PATH": folder, "HOME": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "True"]
 
 
 @pytest.mark.parametrize("value", ["yes", "true", "2", " ", "AUTO "])

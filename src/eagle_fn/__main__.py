@@ -9,6 +9,7 @@ import torch
 
 import eagle_fn
 from eagle_fn import DraftConfig, DraftOrganizer, DraftTree, build_verify_tree, organize_multilayer
+from eagle_fn._compile import cpp_compiler_missing
 from eagle_fn.arguments import as_device
 from eagle_fn.profiling import count_kernels, count_ops, time_us
 from eagle_fn.toy import (
@@ -142,7 +143,9 @@ def cost_table(device: torch.device) -> None:
     cuda = device.type == "cuda"
     compiled = ", ".join(sorted(tree_worker.compiled)) or "none"
     print(f"\ncost per call, bs={BS}, on {device}, torch {torch.__version__}")
-    print(f"  compiled paths of the tree worker: {compiled} (EAGLE_FN_COMPILE)")
+    missing = not cuda and cpp_compiler_missing()
+    why = "EAGLE_FN_COMPILE" + ("; no C++ compiler for inductor" if missing else "")
+    print(f"  compiled paths of the tree worker: {compiled} ({why})")
     print(
         f"  {'path':34s} {'us/call':>9s} {'ATen ops/call':>14s}" + (" kernels/call" if cuda else "")
     )

@@ -65,18 +65,44 @@ def compiled_paths(
     the variable.
 
     ``auto`` never compiles a path that runs as one Triton kernel on ``backend``: compiling
-    a single launch adds guard cost and fuses nothing.
+    a single launch adds guard cost and fuses nothing. On a CPU with no working C++ compiler
+    ``auto`` compiles nothing and compiling on request raises, before any call.
     """
     names = frozenset(paths)
     if compile is not None:
         if not isinstance(compile, bool):
             raise TypeError(f"compile must be a bool or None, got {type(compile).__name__}")
-        return names if compile else frozenset()
-    mode = mode_from_env()
+        mode = CompileMode.COMPILED if compile else CompileMode.EAGER
+    else:
+        mode = mode_from_env()
+    if mode is CompileMode.EAGER:
+        return frozenset()
+    missing = device.type == "cpu" and cpp_compiler_missing()
     if mode is CompileMode.AUTO:
         fused = {n for n, p in paths.items() if p.kernel and backend is Backend.TRITON}
-        return (names - fused) & AUTO_COMPILED.get(device.type, frozenset())
-    return names if mode is CompileMode.COMPILED else frozenset()
+        return frozenset() if missing else (names - fused) & AUTO_COMPILED.get(device.type, set())
+    if missing:
+        raise RuntimeError(
+            f"compiling on cpu needs a C++ compiler for inductor and none works: {missing}; "
+            f"install one (g++), or pass compile=False or set {ENV_VAR}=0 or auto"
+        )
+    return names
+
+
+@functools.cache
+def cpp_compiler_missing() -> str:
+    """Why inductor's CPU backend would find no working C++ compiler, or ``""``: it builds
+    every CPU graph with one, and without one the first compiled call would fail mid-serving.
+    Asked once per process (inductor runs ``<cxx> --version``)."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+    except ImportError:  # a torch without this probe: leave the decision to inductor
+        return ""
+    try:
+        get_cpp_compiler()
+    except Exception as error:  # InvalidCxxCompiler, or whatever a future probe raises
+        return str(error) or type(error).__name__
+    return ""
 
 
 # ---- Compiling ------------------------------------------------------------------------------
