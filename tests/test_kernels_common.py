@@ -4,11 +4,15 @@
 
 from helpers import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
 
+import inspect
+
 import pytest
 import torch
 import triton
 import triton.language as tl
 
+import eagle_fn
+import eagle_fn.kernels
 from eagle_fn.kernels import _floats, _ops, _slots
 from helpers.kernel_support import KERNEL_DEVICES
 
@@ -115,3 +119,17 @@ def test_a_launch_makes_its_tensors_device_current(monkeypatch):
     guard = _ops.on_device((None, tensor))
     assert isinstance(guard, torch.cuda.device)
     assert guard.idx == 0
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["build_verify_tree", "organize_tree", "select_top_k", "verify_greedy", "verify_sampling"],
+)
+def test_public_kernels_take_the_torch_signature_and_say_how_values_compare(name):
+    fused, reference = getattr(eagle_fn.kernels, name), getattr(eagle_fn, name)
+    assert inspect.signature(fused) == inspect.signature(reference)
+    assert f":func:`eagle_fn.{name}` as one fused kernel" in fused.__doc__
+    # Only the sampled final draw can differ, on a float64 tie (docs/sampling.md).
+    tie = "ties the coin within rounding" in fused.__doc__
+    assert tie == (name == "verify_sampling")
+    assert "values (bit for bit" in fused.__doc__

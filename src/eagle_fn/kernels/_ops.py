@@ -157,10 +157,14 @@ def kernel_core(reference: F, compute: Callable[..., Any]) -> F:
 
 
 def fused(
-    reference: F, checked_args: Callable[..., tuple[Any, ...]], core: Callable[..., Any]
+    reference: F,
+    checked_args: Callable[..., tuple[Any, ...]],
+    core: Callable[..., Any],
+    values: str = "values (bit for bit)",
 ) -> F:
     """``reference``'s public function with ``core`` computing: the same signature and the
-    same checks (``checked_args`` is the reference's own), one fused launch after them."""
+    same checks (``checked_args`` is the reference's own), one fused launch after them.
+    ``values`` says how its outputs compare with the reference's, for its docstring."""
 
     name = reference.__name__
 
@@ -172,7 +176,7 @@ def fused(
 
     public.__doc__ = (  # the reference's example runs on CPU tensors, not always here
         f":func:`eagle_fn.{reference.__name__}` as one fused kernel: the same signature, "
-        f"checks and values (bit for bit); see its documentation."
+        f"checks and {values}; see its documentation."
     )
     return cast(F, public)
 

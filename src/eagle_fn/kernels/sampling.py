@@ -129,4 +129,10 @@ def _scratch(like: Tensor, max_blocks: int, split: bool) -> tuple[Tensor, Tensor
 launch = launcher(verify_sampling_kernel)
 VERIFY_SAMPLING = register_op("verify_sampling", _verify_sampling, verify_sampling_kernel)
 sampling_core = kernel_core(sampling.sampling_core, _sample)
-verify_sampling = fused(sampling.verify_sampling, sampling.sampling_args, sampling_core)
+verify_sampling = fused(
+    sampling.verify_sampling,
+    sampling.sampling_args,
+    sampling_core,
+    "values (bit for bit, but for a final token whose float64 running sum ties the coin "
+    "within rounding: docs/sampling.md)",
+)
