@@ -218,7 +218,8 @@ def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -
             env.update(trial)
         if tensor.shape == expected:
             return
-    wanted = " or ".join(f"{shape} = {_show(shape, env)}" for shape in shapes)
+    shown = [(shape, _show(shape, env)) for shape in shapes]  # "[rows, V]" shows as itself
+    wanted = " or ".join(shape if text == shape else f"{shape} = {text}" for shape, text in shown)
     raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
 
 
