@@ -2,6 +2,8 @@ import threading
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from eagle_fn import (
     DraftConfig,
@@ -13,6 +15,7 @@ from eagle_fn import (
     organize_chain,
     organize_tree,
 )
+from helpers import reference
 from helpers.drafts import draft_lists
 
 
@@ -128,6 +131,32 @@ def test_a_capture_builds_capturable_values_uncached_and_refuses_the_rest(fresh_
     cached = chain_constants(DraftConfig.chain(3), max_bs=2, device="cpu")
     monkeypatch.setattr(_memo, "_capturing", lambda: True)
     assert chain_constants(DraftConfig.chain(3), max_bs=2, device="cpu") is cached  # a hit
+
+
+@pytest.mark.parametrize("real_first", [False, True])
+def test_fake_tensor_traces_neither_read_nor_fill_the_cache(fresh_cache, real_first):
+    # A trace under fake tensors (make_fx, torch.export, shape inference) must not cache fake
+    # constants for real callers after it, nor meet the real ones cached before it.
+    tree_cfg, chain_cfg = DraftConfig(2, 2, 4), DraftConfig.chain(3)
+    lists = draft_lists(tree_cfg, 2, torch.Generator().manual_seed(0))
+    chain_tokens = torch.tensor([[11, 0, 6], [5, 10, 3]])
+    flat = [*(t for entries in lists for t in entries), chain_tokens]
+    want = [*reference.organize_tree(tree_cfg, *lists), [[-1, 0, 1]] * 2, [[0, 1, 2]] * 2]
+
+    def organize(*flat):
+        scores, tokens, parents = flat[:2], flat[2:4], flat[4:6]
+        chained = organize_chain(chain_constants(chain_cfg, max_bs=2, device="cpu"), flat[6])
+        return *organize_tree(tree_cfg, scores, tokens, parents), *chained[:2]
+
+    if real_first:
+        assert [t.tolist() for t in organize(*flat)] == want
+    for mode in ("fake", "symbolic"):
+        traced = make_fx(organize, tracing_mode=mode)(*flat)
+        assert [t.tolist() for t in traced(*flat)] == want
+    got = organize(*flat)
+    assert not any(isinstance(t, FakeTensor) for t in got)
+    assert [t.tolist() for t in got] == want
+    check_constants()
 
 
 def test_check_passes_on_untouched_constants(fresh_cache):

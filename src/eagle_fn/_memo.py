@@ -9,6 +9,8 @@ from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor
+from torch._guards import detect_fake_mode
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .arguments import show
 
@@ -25,8 +27,13 @@ def memoized(key: tuple[object, ...], build: Callable[[], _T], *, capturable: bo
     autograd). Nothing is ever evicted: captured graphs may hold the addresses of cached
     tensors. A value first needed while a CUDA graph is being captured cannot be cached: the
     capture records its kernels without running them. ``capturable`` values are then built
-    into the graph, uncached; any other raises (build it before capturing).
+    into the graph, uncached; any other raises (build it before capturing). Under fake
+    tensors (``FakeTensorMode``, ``make_fx``'s fake and symbolic tracing) the value is built
+    in the trace and never cached: fake tensors would break every real caller after it, and
+    cached real ones break the trace.
     """
+    if _faking():
+        return build()
     value = _cache.get(key)
     if value is None:
         if _capturing():
@@ -45,6 +52,12 @@ def memoized(key: tuple[object, ...], build: Callable[[], _T], *, capturable: bo
                     value = build()
                 _cache[key] = value
     return cast(_T, value)
+
+
+def _faking() -> bool:
+    """Whether a fake-tensor mode is active (a dispatch mode first: the common case pays one
+    C call; other modes, such as an op counter, see real cached values)."""
+    return _get_current_dispatch_mode() is not None and detect_fake_mode() is not None
 
 
 def _capturing() -> bool:
