@@ -6,6 +6,7 @@ shapes spec gets; it is forced here, so it is tested on every torch the suite ru
 
 import importlib
 import inspect
+import warnings
 
 import pytest
 import torch
@@ -206,6 +207,39 @@ def test_each_compile_has_its_own_recompile_budget(fresh_dynamo, features):
             chain(constants, topk_index), organize_multilayer(cfg, topk_p, topk_index)
         )
     assert graphs() == limit + 2
+
+
+def _scaled(x):
+    return x * 3
+
+
+@pytest.mark.parametrize("features", FEATURES)
+def test_past_the_recompile_limit_calls_run_eagerly_with_one_warning(fresh_dynamo, features):
+    # A fullgraph compile raises once its function has recompile_limit graphs (each static
+    # width below compiles one): the path runs eagerly instead, warning once.
+    limit = torch._dynamo.config.recompile_limit
+    scaled = _compile.compile_fn(
+        _scaled, enabled=True, shapes={"x": _compile.Batch(2)}, features=features, backend="eager"
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for width in range(1, limit + 4):
+            x = torch.arange(2 * width).view(2, width)
+            assert torch.equal(scaled(x), x * 3)
+    assert graphs() == limit
+    messages = [str(w.message) for w in caught if "recompile limit" in str(w.message)]
+    assert messages == [
+        "eagle_fn: the compiled _scaled reached torch._dynamo's recompile limit (one graph per "
+        "mask mode, grad mode, dtype and input layout); calls needing a new graph run eagerly"
+    ]
+
+
+def test_other_errors_of_a_compiled_call_propagate(fresh_dynamo):
+    scaled = _compile.compile_fn(
+        _scaled, enabled=True, shapes={"x": _compile.Batch(2)}, backend="eager"
+    )
+    with pytest.raises(TypeError):
+        scaled(torch.ones(2, 2), torch.ones(2))
 
 
 def test_compiling_disabled_returns_the_function_itself():

@@ -9,6 +9,7 @@ import functools
 import importlib
 import inspect
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -120,7 +121,7 @@ def compile_fn(
     """``fn`` compiled as one full graph with the given dynamic arguments, or ``fn`` itself.
 
     Arguments not in ``shapes`` are static; batch sizes are unbacked (``dynamic=True`` would
-    specialize 0 and 1), an empty batch calls ``fn`` itself (:func:`_eager_when_empty`). No
+    specialize 0 and 1), an empty batch calls ``fn`` itself (:func:`_eager_when_needed`). No
     global dynamo or inductor setting changes and no caller's tensor is written.
 
     Args:
@@ -140,9 +141,9 @@ def compile_fn(
     features = torch_features() if features is None else features
     how = _how(backend, _INDUCTOR_OPTIONS if options is None else options)
     if features.spec_keyword is not None:
-        return _eager_when_empty(fn, compile_with_spec(fn, shapes, features, how), shapes)
+        return _eager_when_needed(fn, compile_with_spec(fn, shapes, features, how), shapes)
     if features.mark_unbacked:
-        return _eager_when_empty(fn, compile_with_marks(fn, shapes, how), shapes)
+        return _eager_when_needed(fn, compile_with_marks(fn, shapes, how), shapes)
     raise RuntimeError(
         "this torch offers neither a shapes spec (torch.fx.experimental.dynamic_spec) nor "
         "torch._dynamo.decorators.mark_unbacked(shape_id=...); compile with "
@@ -150,31 +151,57 @@ def compile_fn(
     )
 
 
-def _eager_when_empty(
+def _eager_when_needed(
     fn: Callable[..., Any], compiled: Callable[..., Any], shapes: Mapping[str, DynamicArg]
 ) -> Callable[..., Any]:
-    """``compiled``, except that a call whose first batch argument has no rows runs ``fn``.
+    """``compiled``, except where ``fn`` itself must run.
 
-    On CUDA, torch 2.11's inductor launches its own kernels for an empty unbacked batch with
-    a grid computation that divides by zero (seen on an H200, 2026-11-30); an empty batch
-    has nothing to fuse, so every device takes the eager call. The check reads a shape: no
-    host sync. Inside a caller's torch.compile region the compiled call is traced as it is.
+    - A call whose first batch argument has no rows: on CUDA, torch 2.11's inductor launches
+      its own kernels for an empty unbacked batch with a grid computation that divides by
+      zero (seen on an H200, 2026-11-30); an empty batch has nothing to fuse, so every
+      device takes the eager call. The check reads a shape: no host sync.
+    - A call dynamo refuses once this function has as many graphs as its recompile limit
+      (``torch._dynamo.config.recompile_limit``, 8 by default): each mask mode, grad mode,
+      score dtype or input layout compiles one, and a ``fullgraph`` compile past the limit
+      raises. Values stay exact; a warning, once, says the compiled path is being missed.
+
+    Inside a caller's torch.compile region the compiled call is traced as it is.
     """
     batches = [(name, arg) for name, arg in shapes.items() if isinstance(arg, Batch)]
-    if not batches:
-        return compiled
-    name, batch = batches[0]
-    position = list(inspect.signature(fn).parameters).index(name)
+    name, batch = batches[0] if batches else ("", None)
+    position = list(inspect.signature(fn).parameters).index(name) if batches else -1
+    warned: list[bool] = []
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        value = args[position] if position < len(args) else kwargs[name]
-        rows = value[0] if batch.length is not None else value  # a list: its first step
-        if rows.shape[0] == 0 and not torch.compiler.is_compiling():
+        if batch is not None and not torch.compiler.is_compiling():
+            value = args[position] if position < len(args) else kwargs[name]
+            rows = value[0] if batch.length is not None else value  # a list: its first step
+            if rows.shape[0] == 0:
+                return fn(*args, **kwargs)
+        try:
+            return compiled(*args, **kwargs)
+        except Exception as error:
+            if not isinstance(error, _recompile_limit_hit()):
+                raise
+            if not warned:
+                warned.append(True)
+                warnings.warn(
+                    f"eagle_fn: the compiled {fn.__name__} reached torch._dynamo's recompile "
+                    f"limit (one graph per mask mode, grad mode, dtype and input layout); "
+                    f"calls needing a new graph run eagerly",
+                    stacklevel=3,  # the worker method's caller
+                )
             return fn(*args, **kwargs)
-        return compiled(*args, **kwargs)
 
     return call
+
+
+@functools.cache
+def _recompile_limit_hit() -> type[BaseException] | tuple[()]:
+    """What a fullgraph compile raises past its recompile limit (looked up once one raised:
+    importing dynamo costs seconds)."""
+    return getattr(importlib.import_module("torch._dynamo.exc"), "FailOnRecompileLimitHit", ())
 
 
 def _check_shapes(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]) -> None:
