@@ -501,6 +501,19 @@ def test_top_k_keeps_ties_and_top_p_keeps_the_boundary_token():
     torch.testing.assert_close(probs, torch.tensor([[0.5, 0.5, 0.0], [0.625, 0.375, 0.0]]))
 
 
+@pytest.mark.parametrize("top_p", [0.0, -0.5, math.nan, 1e-30])
+def test_top_p_keeps_at_least_the_most_probable_token(top_p):
+    # Nothing would precede the first token's mass below p <= 0 (or NaN): it stays alone,
+    # the first of tied tokens, instead of an empty row that emits V - 1.
+    logits = torch.tensor([[0.0, 2.0, 1.0, 2.0, -1.0]])
+    probs = target_probs_from_logits(logits, torch.ones(1), top_p=torch.tensor([top_p]))
+    assert probs.tolist() == [[0.0, 1.0, 0.0, 0.0, 0.0]]
+    want = reference.target_probs_from_logits(logits, torch.ones(1), None, [top_p])
+    assert [[v > 0 for v in row] for row in want] == (probs > 0).tolist()  # unnormalized
+    coins = torch.tensor([1e-7, 0.5, 1 - 2**-24])
+    assert sample_from_row(probs.expand(3, 5), coins).tolist() == [1, 1, 1]
+
+
 def test_probs_rows_of_a_request_share_its_parameters():
     logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(0))
     temperature = torch.tensor([0.0, 0.7])
@@ -527,7 +540,8 @@ def test_probs_from_logits_match_reference(bs, rows, vocab, grid, seed):
     logits = with_special_logits(logits, gen)  # NaN, +-inf, rows of only -inf and NaN
     temperature = torch.tensor([0.0, 0.5, 1.0, 2.0])[torch.randint(0, 4, (bs,), generator=gen)]
     top_k = torch.randint(-1, vocab + 2, (bs,), generator=gen)
-    top_p = torch.rand(bs, generator=gen) * 1.2
+    top_p = torch.rand(bs, generator=gen) * 1.4 - 0.2  # [-0.2, 1.2): p <= 0 keeps one token
+    top_p[torch.rand(bs, generator=gen) < 0.1] = math.nan
     probs = target_probs_from_logits(logits, temperature, top_k=top_k, top_p=top_p)
     want = torch.tensor(reference.target_probs_from_logits(logits, temperature, top_k, top_p))
     want = want.view(bs, rows, vocab)

@@ -147,7 +147,9 @@ def _top_k_top_p_mask(probs: Tensor, top_k: Tensor | None, top_p: Tensor | None)
         running = torch.cumsum(mass, dim=-1)  # [bs, N, V]
         before = torch.cat([torch.zeros_like(running[..., :1]), running[..., :-1]], -1)
         p = top_p.double().view(bs, 1, 1)  # [bs, 1, 1]
-        keep = keep & ((before < p) | (p >= 1))  # [bs, N, V]
+        # The most probable token always stays: p <= 0 or NaN keeps it alone, not nothing.
+        first = torch.arange(vocab, device=probs.device) == 0  # [V]
+        keep = keep & ((before < p) | (p >= 1) | first)  # [bs, N, V]
     return torch.zeros_like(keep).scatter_(-1, order, keep)  # [bs, N, V] in vocabulary order
 
 

@@ -149,9 +149,9 @@ def target_probs_from_logits(logits, temperature, top_k=None, top_p=None):
             kept = [probs[i] if keep[i] else 0.0 for i in range(vocab)]
             total = sum(kept)
             before = 0.0
-            for i in order:
+            for position, i in enumerate(order):
                 share = kept[i] / total if total > 0 else 0.0
-                if not (before < pp or pp >= 1):
+                if not (before < pp or pp >= 1 or position == 0):
                     keep[i] = False
                 before += share
         out.append([probs[i] if keep[i] else 0.0 for i in range(vocab)])
