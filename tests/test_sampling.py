@@ -692,6 +692,8 @@ TEMPS = torch.ones(2)
         ((LOGITS[..., :0], TEMPS), {}, ValueError, r"V >= 1, got \[2, 3, 0\]"),
         ((LOGITS.long(), TEMPS), {}, TypeError, r"logits must be a floating-point tensor"),
         ((LOGITS, 1.0), {}, TypeError, r"temperature must be a torch.Tensor, got float"),
+        ((LOGITS, None), {}, TypeError, r"temperature must be a torch.Tensor, got NoneType"),
+        ((None, TEMPS), {}, TypeError, r"logits must be a torch.Tensor, got NoneType"),
         (
             (LOGITS, TEMPS.view(2, 1)),
             {},

@@ -182,8 +182,7 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 def _check_logits(logits: Any, temperature: Any, top_k: Any, top_p: Any) -> int:
     """Checks the inputs of target_probs_from_logits; returns the rows per request."""
     contract = LOGITS[top_k is not None, top_p is not None]
-    values = [v for v in (temperature, logits, top_k, top_p) if v is not None]
-    contract(None, *values)
+    contract(None, temperature, logits, *(v for v in (top_k, top_p) if v is not None))
     bs, shape = temperature.shape[0], logits.shape
     if (len(shape) == 2 and (shape[0] % bs if bs else shape[0])) or shape[-1] < 1:
         raise ValueError(

@@ -275,15 +275,19 @@ def sampling_args(
     contract(cfg, *values)
     if target_probs.shape[-1] < 1:
         raise ValueError(f"{where}: target_probs must have V >= 1 columns, got 0")
-    for name, value in zip(("threshold_single", "threshold_acc"), thresholds, strict=True):
-        _check_threshold(where, name, value)
-    return cfg, vt, target_probs, uniforms, final_uniforms, *thresholds, draft_probs
+    single, acc = (_threshold(where, n, v) for n, v in zip(_THRESHOLDS, thresholds, strict=True))
+    return cfg, vt, target_probs, uniforms, final_uniforms, single, acc, draft_probs
 
 
-def _check_threshold(where: str, name: str, value: object) -> None:
+_THRESHOLDS = ("threshold_single", "threshold_acc")
+
+
+def _threshold(where: str, name: str, value: object) -> float:
+    """A checked threshold as a float (an int past 2**63 would overflow a tensor fill)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"{where}: {name} must be a float, got {type(value).__name__}")
     if isinstance(value, int) and abs(value) > sys.float_info.max:
         raise ValueError(f"{where}: {name} must fit a float, got {value.bit_length()} bits")
     if value != value:  # NaN; math.isnan would break a caller's dynamic=True compile
         raise ValueError(f"{where}: {name} must be a number, got nan")
+    return float(value)

@@ -15,7 +15,7 @@ COIN_KINDS = ("uniform", "grid")
 # Thresholds are rounded to float32 as SGLang's kernel takes them: 2**-150 becomes 0 (a tie,
 # to even), and past float32's range (the last two) a threshold is +-inf, as a C cast rounds it.
 THRESHOLDS = [(1.0, 1.0), (0.5, 0.8), (0.3, 0.0), (2.0, 1e-12), (0.25, 0.5), (2.0**-150, 1.0)]
-THRESHOLDS += [(1e39, 1e39), (-1e39, -1e39)]
+THRESHOLDS += [(1e39, 1e39), (-1e39, -1e39), (2**64, -(10**39))]  # ints past int64 too
 
 
 def as_float32(value):
