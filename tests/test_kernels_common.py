@@ -133,3 +133,39 @@ def test_public_kernels_take_the_torch_signature_and_say_how_values_compare(name
     tie = "ties the coin within rounding" in fused.__doc__
     assert tie == (name == "verify_sampling")
     assert "values (bit for bit" in fused.__doc__
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs", "match"),
+    [
+        (
+            "build_verify_tree",
+            (1, 2, 3, 4),
+            {"where": "x"},
+            "got an unexpected keyword argument 'where'",
+        ),
+        (
+            "build_verify_tree",
+            (1, 2, 3, 4),
+            {"device": "meta"},
+            "got an unexpected keyword argument 'device'",
+        ),
+        ("build_verify_tree", (1, 2, 3, 4, 5), {}, "too many positional arguments"),
+        ("build_verify_tree", (1, 2), {}, "missing a required argument: 'bonus_tokens'"),
+        ("organize_tree", (1, 2, 3, 4, 5), {}, "too many positional arguments"),
+        ("verify_greedy", (1, 2, 3), {"device_label": "x"}, "got an unexpected .*'device_label'"),
+        ("select_top_k", (1,), {}, "missing a required argument: 'step'"),
+        (
+            "verify_sampling",
+            (1, 2, 3, 4, 5),
+            {"draft": None},
+            "got an unexpected keyword argument 'draft'",
+        ),
+    ],
+)
+def test_public_kernels_refuse_calls_their_torch_twin_refuses(name, args, kwargs, match):
+    # The checks behind them take keywords of their own (where=, device=): never a caller's.
+    with pytest.raises(TypeError):
+        getattr(eagle_fn, name)(*args, **kwargs)
+    with pytest.raises(TypeError, match=rf"^{name}\(\): {match}"):
+        getattr(eagle_fn.kernels, name)(*args, **kwargs)

@@ -166,11 +166,21 @@ def fused(
     same checks (``checked_args`` is the reference's own), one fused launch after them.
     ``values`` says how its outputs compare with the reference's, for its docstring."""
 
-    name = reference.__name__
+    name, signature = reference.__name__, inspect.signature(reference)
+    # checked_args takes the checks' own keywords too (where=, device=): never a caller's.
+    params = signature.parameters.values()
+    keywords = {p.name for p in params if p.kind is not p.POSITIONAL_ONLY}
+    positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
     @functools.wraps(reference)
     def public(*args: Any, **kwargs: Any) -> Any:
-        checked = checked_args(*args, **kwargs)
+        if len(args) > positional or not keywords.issuperset(kwargs):
+            _refuse(name, signature, args, kwargs)
+        try:
+            checked = checked_args(*args, **kwargs)
+        except TypeError:
+            _refuse(name, signature, args, kwargs)  # a call the reference refuses: its error
+            raise  # else the checks' own
         require_kernel_device(name, _device(checked))
         return core(*checked)
 
@@ -179,6 +189,14 @@ def fused(
         f"checks and {values}; see its documentation."
     )
     return cast(F, public)
+
+
+def _refuse(name: str, signature: inspect.Signature, args: Any, kwargs: Any) -> None:
+    """Raises the ``TypeError`` of a call that does not fit ``signature``, if it does not."""
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"{name}(): {error}") from None
 
 
 def require_kernel_device(where: str, device: torch.device) -> None:
