@@ -104,7 +104,7 @@ class CachedTensors:
         """Raises ``RuntimeError`` if any cached tensor was modified since it was built.
 
         A debugging aid, not for the hot path: it compares every value against a fresh build
-        (a host sync on CUDA). In-place writes through torch, also through a returned view,
+        (a host sync on CUDA; meta tensors have no values, only versions and layout). In-place writes through torch, also through a returned view,
         are caught by their version counter; writes by raw-pointer kernels by the values.
         """
         versions = self._tensor_versions()
@@ -115,7 +115,7 @@ class CachedTensors:
                 reason = "was written in place"
             elif tensor.shape != expected.shape or tensor.stride() != expected.stride():
                 reason = f"changed layout to {show(tensor.shape)}"
-            elif not torch.equal(tensor, expected):
+            elif not tensor.is_meta and not torch.equal(tensor, expected):  # meta: no values
                 reason = "holds different values"
             else:
                 continue
