@@ -284,6 +284,13 @@ WIDE = DraftConfig(8, 5, 40)
         ),
         (
             (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {"mask_mode": MaskMode.FULL, "seq_lens_sum": 2**62},
+            ValueError,
+            r"seq_lens_sum = 4611686018427387904 makes the FULL mask N \* seq_lens_sum \+ bs \* N "
+            r"\* N = 36893488147419103360 elements long, past int64",
+        ),
+        (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
             {"mask_mode": MaskMode.FULL, "seq_lens_sum": 14.0},
             TypeError,
             r"seq_lens_sum must be an int, got float",

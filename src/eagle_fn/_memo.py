@@ -104,8 +104,9 @@ class CachedTensors:
         """Raises ``RuntimeError`` if any cached tensor was modified since it was built.
 
         A debugging aid, not for the hot path: it compares every value against a fresh build
-        (a host sync on CUDA; meta tensors have no values, only versions and layout). In-place writes through torch, also through a returned view,
-        are caught by their version counter; writes by raw-pointer kernels by the values.
+        (a host sync on CUDA; meta tensors have no values, only versions and layout). In-place
+        writes through torch, also through a returned view, are caught by their version
+        counter; writes by raw-pointer kernels by the values.
         """
         versions = self._tensor_versions()
         expected_tensors = self._expected()
