@@ -169,3 +169,22 @@ def test_public_kernels_refuse_calls_their_torch_twin_refuses(name, args, kwargs
         getattr(eagle_fn, name)(*args, **kwargs)
     with pytest.raises(TypeError, match=rf"^{name}\(\): {match}"):
         getattr(eagle_fn.kernels, name)(*args, **kwargs)
+
+
+@pytest.mark.compiled
+def test_inputs_that_require_grad_reach_the_kernels_detached(fresh_dynamo):
+    # No kernel has a derivative: eager and compiled (AOT autograd would ask for a formula),
+    # outputs never require grad and equal the torch function's.
+    cfg, gen = eagle_fn.DraftConfig(2, 2, 4), torch.Generator().manual_seed(0)
+    topk_p, topk_index = torch.rand(4, 2, generator=gen), torch.randint(0, 9, (4, 2), generator=gen)
+    scores = torch.rand(2, 2, generator=gen)
+    want = eagle_fn.select_top_k(cfg, 1, topk_p, topk_index, scores)
+
+    def select(p):
+        return eagle_fn.kernels.select_top_k(cfg, 1, p, topk_index, scores)
+
+    compiled = torch.compile(select, backend="aot_eager", fullgraph=True)
+    for fn in (select, compiled):
+        got = fn(topk_p.clone().requires_grad_())
+        assert not any(t.requires_grad for t in got)
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))

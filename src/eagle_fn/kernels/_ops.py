@@ -78,11 +78,19 @@ def call(op: torch._ops.OpOverload, *args: Any) -> Any:
     The dispatcher's round trip through a custom op costs about 10 µs of host time per call
     and buys nothing when no compiler, tracer or dispatch mode is looking. Where one is
     (torch.compile, make_fx, opcheck, an op counter), the call goes through the op, so each
-    public kernel function still records as one op.
+    public kernel function still records as one op. The kernels have no derivative: through
+    the op, an input that requires grad enters detached (no autograd formula is needed, in a
+    caller's compile either), so outputs never require grad, as in plain eager code.
     """
     if plain_eager():
         return _BODIES[op](*args)
-    return op(*args)
+    return op(*(_detached(arg) for arg in args))
+
+
+def _detached(arg: Any) -> Any:
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_detached(item) for item in arg)
+    return arg.detach() if isinstance(arg, Tensor) and arg.requires_grad else arg
 
 
 def launcher(kernel: Any) -> Callable[..., None]:
