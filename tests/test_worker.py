@@ -4,6 +4,7 @@ import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -224,7 +225,17 @@ CHAIN = DraftConfig.chain(3)
         (
             lambda: DraftOrganizer(CHAIN, max_bs=2, device="cpu", compile="yes"),
             TypeError,
-            r"compile must be a bool or None, got str",
+            r"^DraftOrganizer: compile must be a bool or None, got str$",
+        ),
+        (
+            lambda: DraftOrganizer(CHAIN, max_bs=2, device="cpu", compile=np.bool_(False)),
+            TypeError,
+            r"^DraftOrganizer: compile must be a bool or None, got numpy.bool_?$",
+        ),
+        (
+            lambda: DraftOrganizer(CHAIN, max_bs=2, device="cpu", backend=3),
+            TypeError,
+            r"^DraftOrganizer: backend must be a str, a Backend or None, got int$",
         ),
         (
             lambda: worker(CHAIN).reconfigure((1, 3, 4)),

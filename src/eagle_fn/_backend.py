@@ -20,6 +20,8 @@ import os
 
 import torch
 
+from .arguments import type_name
+
 ENV_VAR = "EAGLE_FN_BACKEND"
 INTERPRET_VAR = "TRITON_INTERPRET"
 
@@ -37,7 +39,7 @@ def parse_backend(value: str | Backend, *, source: str = "backend") -> Backend:
     if isinstance(value, Backend):
         return value
     if not isinstance(value, str):
-        raise TypeError(f"{source} must be a str, a Backend or None, got {type(value).__name__}")
+        raise TypeError(f"{source} must be a str, a Backend or None, got {type_name(value)}")
     try:
         return Backend(value)
     except ValueError:
@@ -51,27 +53,31 @@ def backend_from_env() -> Backend:
     return parse_backend(raw, source=f"{ENV_VAR} (or unset)")
 
 
-def resolve_backend(backend: str | Backend | None, device: torch.device) -> Backend:
+def resolve_backend(
+    backend: str | Backend | None, device: torch.device, where: str = ""
+) -> Backend:
     """The backend that serves tensors on ``device``: ``TORCH`` or ``TRITON``.
 
     Args:
         backend: ``"torch"``, ``"triton"``, ``"auto"`` or a :class:`Backend`; ``None`` reads
             ``EAGLE_FN_BACKEND``.
         device: the device of the tensors the backend will see.
+        where: the caller errors name (``"DraftOrganizer"``), if any.
 
     Example:
         >>> from eagle_fn._backend import resolve_backend
         >>> resolve_backend("auto", torch.device("cpu"))
         <Backend.TORCH: 'torch'>
     """
-    choice = backend_from_env() if backend is None else parse_backend(backend)
+    name = f"{where}: backend" if where else "backend"
+    choice = backend_from_env() if backend is None else parse_backend(backend, source=name)
     if choice is Backend.TORCH:
         return Backend.TORCH
     if choice is Backend.AUTO:
         return Backend.TRITON if device.type == "cuda" and triton_available() else Backend.TORCH
     reason = triton_unavailable_reason(device)
     if reason is not None:
-        raise RuntimeError(f"backend 'triton' cannot run on {device}: {reason}")
+        raise RuntimeError(f"{name} 'triton' cannot run on {device}: {reason}")
     return Backend.TRITON
 
 

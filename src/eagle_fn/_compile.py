@@ -26,6 +26,7 @@ from ._dynamic import (
     torch_features,
 )
 from ._memo import memoized
+from .arguments import type_name
 from .config import DraftConfig
 from .contracts import Contract, shape_dims
 
@@ -60,19 +61,23 @@ def mode_from_env() -> CompileMode:
 
 
 def compiled_paths(
-    compile: object, device: torch.device, paths: Mapping[str, Path], backend: Backend
+    compile: object,
+    device: torch.device,
+    paths: Mapping[str, Path],
+    backend: Backend,
+    where: str = "",
 ) -> frozenset[str]:
     """The names of the paths to compile: all or none for ``compile=True/False``, else by
-    the variable.
+    the variable. ``where``: the caller errors name (``"DraftOrganizer"``), if any.
 
     ``auto`` never compiles a path that runs as one Triton kernel on ``backend``: compiling
     a single launch adds guard cost and fuses nothing. On a CPU with no working C++ compiler
     ``auto`` compiles nothing and compiling on request raises, before any call.
     """
-    names = frozenset(paths)
+    names, prefix = frozenset(paths), f"{where}: " if where else ""
     if compile is not None:
         if not isinstance(compile, bool):
-            raise TypeError(f"compile must be a bool or None, got {type(compile).__name__}")
+            raise TypeError(f"{prefix}compile must be a bool or None, got {type_name(compile)}")
         mode = CompileMode.COMPILED if compile else CompileMode.EAGER
     else:
         mode = mode_from_env()
@@ -84,8 +89,8 @@ def compiled_paths(
         return frozenset() if missing else (names - fused) & AUTO_COMPILED.get(device.type, set())
     if missing:
         raise RuntimeError(
-            f"compiling on cpu needs a C++ compiler for inductor and none works: {missing}; "
-            f"install one (g++), or pass compile=False or set {ENV_VAR}=0 or auto"
+            f"{prefix}compiling on cpu needs a C++ compiler for inductor and none works: "
+            f"{missing}; install one (g++), or pass compile=False or set {ENV_VAR}=0 or auto"
         )
     return names
 

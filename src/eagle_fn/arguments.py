@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -15,8 +16,12 @@ def show(shape: Sequence[int | str]) -> str:
     return "[" + ", ".join(f"{d}" for d in shape) + "]"  # dynamo traces f-strings, not str()
 
 
-def _of(value: object) -> str:
-    return type(value).__name__
+def type_name(value: object) -> str:
+    """``value``'s type as messages print it: qualified where it takes a builtin's name
+    (``numpy.bool``, not ``bool``)."""
+    kind = type(value)
+    shadows = kind.__module__ != "builtins" and hasattr(builtins, kind.__name__)
+    return f"{kind.__module__}.{kind.__name__}" if shadows else kind.__name__
 
 
 def require_type(
@@ -24,7 +29,7 @@ def require_type(
 ) -> Any:
     """``value`` when it is a ``kind``, else a ``TypeError`` saying that it must be ``what``."""
     if not isinstance(value, kind):
-        raise TypeError(f"{where}: {name} must be {what}, got {_of(value)}")
+        raise TypeError(f"{where}: {name} must be {what}, got {type_name(value)}")
     return value
 
 
@@ -45,7 +50,7 @@ def require_int(
     """``value`` if it is an int (a bool is not) ``>= minimum`` and, with ``bound``, below it:
     ``("num_steps", 4)`` asks for ``value`` in ``[minimum, num_steps = 4)``."""
     if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{where}: {name} must be an int, got {_of(value)}")
+        raise TypeError(f"{where}: {name} must be an int, got {type_name(value)}")
     if value < minimum or (bound is not None and value >= bound[1]):
         wanted = f">= {minimum}" if bound is None else f"in [{minimum}, {bound[0]} = {bound[1]})"
         raise ValueError(f"{where}: {name} must be {wanted}, got {value}")

@@ -56,8 +56,8 @@ class DraftOrganizer:
         require_config("DraftOrganizer", cfg)
         self.max_bs = require_int("DraftOrganizer", "max_bs", max_bs, 1)
         self.device = as_device("DraftOrganizer", device)
-        self.backend = resolve_backend(backend, self.device)
-        self.compiled = compiled_paths(compile, self.device, PATHS, self.backend)
+        self.backend = resolve_backend(backend, self.device, "DraftOrganizer")
+        self.compiled = compiled_paths(compile, self.device, PATHS, self.backend, "DraftOrganizer")
         self._site, self._warned = {"device": self.device, "device_label": "the worker"}, False
         self.reconfigure(cfg)
 
