@@ -39,7 +39,11 @@ def test_version_prints_the_package_version(capsys):
         (["--device", "nowhere"], {}, "error: python -m eagle_fn: device 'nowhere'"),
         (["--device", "meta"], {}, "error: the demo runs on a cpu or cuda device, got meta"),
         ([], {"EAGLE_FN_COMPILE": "yes"}, "error: EAGLE_FN_COMPILE must be one of"),
-        ([], {"EAGLE_FN_BACKEND": "triton"}, "error: DraftOrganizer: backend 'triton' cannot run on cpu"),
+        (
+            [],
+            {"EAGLE_FN_BACKEND": "triton"},
+            "error: DraftOrganizer: backend 'triton' cannot run on cpu",
+        ),
     ],
 )
 def test_a_bad_device_or_setting_is_an_error_not_a_traceback(monkeypatch, options, env, message):

@@ -160,7 +160,8 @@ def _renormalize(probs: Tensor) -> Tensor:
 
 def sample_from_row(row: Tensor, coin: Tensor) -> Tensor:
     """Inverse CDF over the positive entries of each row: the first index whose running sum
-    (sequential, float64) exceeds ``coin * total``; else the last positive index, else ``V-1``.
+    (float64 ``cumsum``: sequential on a CPU) exceeds ``coin * total``; else the last positive
+    index, else ``V-1``.
 
     Shapes: ``row [bs, V]``, ``coin [bs]`` -> ``[bs]`` int64.
     """

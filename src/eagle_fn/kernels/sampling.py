@@ -13,11 +13,10 @@ Exactness against :func:`eagle_fn.verify_sampling` (the torch function): ``accep
 in the same type, and divides with IEEE rounding). The final token is equal whenever the
 float64 running sums of the final row are exact (as for dyadic probabilities such as 0.25),
 because this kernel sums within blocks as a tree and across them as a scan, and the torch
-function sums sequentially;
-otherwise they can differ only where a running sum ties ``coin * total`` within rounding.
-``predicts`` is then equal too, given ``retrieve_index = row * N + node`` (each request's
-programs zero and write its own slots). No product feeds a sum, so FMA fusion cannot change a
-rounding.
+function with ``torch.cumsum`` (sequential on a CPU); otherwise they can differ only where
+a running sum ties ``coin * total`` within rounding. ``predicts`` is then equal too, given
+``retrieve_index = row * N + node`` (each request's programs zero and write its own slots).
+No product feeds a sum, so FMA fusion cannot change a rounding.
 """
 
 from __future__ import annotations
