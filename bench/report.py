@@ -3,13 +3,10 @@
 Usage, from the repository root::
 
     python bench/report.py --from-json cpu.json                 # the CPU section
-    python bench/report.py --device cuda --from-json cuda.json  # the CUDA section
     python bench/report.py --device cuda --from-json cuda.json --section-out cuda.md
 
-Only the tables of the chosen device are rewritten, between that device's markers; the other
-device's section and the hand-written text stay as they are. It renders what the run recorded
-and nothing else: no thresholds, no prose claims (those live in docs/performance.md). Running
-the suite is ``bench/run.py``'s job.
+It rewrites only the chosen device's tables, between its markers, from what the run recorded:
+no thresholds, no prose claims (docs/performance.md has those). ``bench/run.py`` runs the suite.
 """
 
 from __future__ import annotations
@@ -64,7 +61,8 @@ def load_run(json_path: Path, device: str) -> Run:
     benches = [b for b in data["benchmarks"] if b["extra_info"].get("device", "cpu") == device]
     rows = [_row(bench) for bench in benches]
     options = benches[0]["options"] if benches else {}
-    return Run(device, rows, data["machine_info"], data["datetime"], data["version"], options)
+    machine = {**data["machine_info"], "commit": data.get("commit_info") or {}}
+    return Run(device, rows, machine, data["datetime"], data["version"], options)
 
 
 def _row(bench: dict[str, Any]) -> Row:
@@ -180,7 +178,9 @@ def case_text(case: Case) -> str:
 def machine_lines(run: Run) -> list[str]:
     info, options = run.machine, run.options
     cpu = f"{info.get('cpu_model', info.get('processor'))}, {info.get('cpu_count')} cores"
-    rows = [("CPU", cpu)]
+    commit = info.get("commit", {})  # pytest-benchmark's record of the git checkout
+    dirty = " (uncommitted changes)" if commit.get("dirty") else ""
+    rows = [("eagle_fn commit", f"{commit.get('id', 'unknown')[:10]}{dirty}"), ("CPU", cpu)]
     if run.device == "cuda":
         rows.append(("GPU", f"{info.get('gpu_name')}, CUDA {info.get('cuda_version')}"))
     rows += [

@@ -69,6 +69,22 @@ def test_cuda_rows_show_host_replay_kernels_and_missing_figures(tmp_path):
     assert "no launches: `RuntimeError: no CUPTI`" in text
 
 
+@pytest.mark.parametrize(
+    ("commit", "shown"),
+    [
+        ({"id": "0123456789abcdef", "dirty": False}, "| eagle_fn commit | 0123456789 |"),
+        ({"id": "0123456789abcdef", "dirty": True}, "0123456789 (uncommitted changes) |"),
+        (None, "| eagle_fn commit | unknown |"),  # no git checkout where it ran
+    ],
+)
+def test_the_machine_table_names_the_code_measured(tmp_path, commit, shown):
+    path = write_run(tmp_path, [bench("organize_tree", 30.0)])
+    if commit is not None:
+        data = json.loads(path.read_text())
+        path.write_text(json.dumps({**data, "commit_info": commit}))
+    assert shown in report.section(report.load_run(path, "cpu"), path.name)
+
+
 def test_rendering_one_device_keeps_the_other_and_the_hand_written_text():
     page = "# B\n\nintro\n\n<!-- generated: cpu begin -->\nold cpu\n<!-- generated: cpu end -->\n"
     page += "\nmiddle\n\n<!-- generated: cuda begin -->\nold cuda\n<!-- generated: cuda end -->\n"
