@@ -4,7 +4,6 @@ import subprocess
 import sys
 import warnings
 
-import numpy as np
 import pytest
 import torch
 
@@ -226,11 +225,6 @@ CHAIN = DraftConfig.chain(3)
             lambda: DraftOrganizer(CHAIN, max_bs=2, device="cpu", compile="yes"),
             TypeError,
             r"^DraftOrganizer: compile must be a bool or None, got str$",
-        ),
-        (
-            lambda: DraftOrganizer(CHAIN, max_bs=2, device="cpu", compile=np.bool_(False)),
-            TypeError,
-            r"^DraftOrganizer: compile must be a bool or None, got numpy.bool_?$",
         ),
         (
             lambda: DraftOrganizer(CHAIN, max_bs=2, device="cpu", backend=3),

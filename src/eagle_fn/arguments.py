@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -17,11 +16,7 @@ def show(shape: Sequence[int | str]) -> str:
 
 
 def type_name(value: object) -> str:
-    """``value``'s type as messages print it: qualified where it takes a builtin's name
-    (``numpy.bool``, not ``bool``)."""
-    kind = type(value)
-    shadows = kind.__module__ != "builtins" and hasattr(builtins, kind.__name__)
-    return f"{kind.__module__}.{kind.__name__}" if shadows else kind.__name__
+    return type(value).__name__
 
 
 def require_type(

@@ -275,14 +275,12 @@ def sampling_args(
     contract(cfg, *values)
     if target_probs.shape[-1] < 1:
         raise ValueError(f"{where}: target_probs must have V >= 1 columns, got 0")
-    single, acc = (_threshold(where, n, v) for n, v in zip(_THRESHOLDS, thresholds, strict=True))
+    pairs = zip(("threshold_single", "threshold_acc"), thresholds, strict=True)
+    single, acc = (_check_threshold(where, name, value) for name, value in pairs)
     return cfg, vt, target_probs, uniforms, final_uniforms, single, acc, draft_probs
 
 
-_THRESHOLDS = ("threshold_single", "threshold_acc")
-
-
-def _threshold(where: str, name: str, value: object) -> float:
+def _check_threshold(where: str, name: str, value: object) -> float:
     """A checked threshold as a float (an int past 2**63 would overflow a tensor fill)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"{where}: {name} must be a float, got {type(value).__name__}")
