@@ -11,14 +11,14 @@ from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
     MaxBatchWarning,
-    _compile,
     _memo,
+    _modes,
     chain_constants,
     organize_multilayer,
     organize_tree,
 )
 from eagle_fn._backend import Backend
-from eagle_fn._compile import compiled_paths
+from eagle_fn._modes import compiled_paths
 from eagle_fn.profiling import OpCounter
 from eagle_fn.worker import PATHS
 from helpers import reference
@@ -159,7 +159,7 @@ def test_auto_on_cuda_compiles_what_measured_faster(monkeypatch, backend, expect
 def test_no_cpp_compiler_means_eager_auto_and_an_early_error(monkeypatch, env, compile):
     # Inductor builds every CPU graph with a C++ compiler: without one, auto stays eager and
     # an explicit request fails when the worker is built, not at its first call.
-    monkeypatch.setattr(_compile, "cpp_compiler_missing", lambda: "no g++ here")
+    monkeypatch.setattr(_modes, "cpp_compiler_missing", lambda: "no g++ here")
     monkeypatch.setenv("EAGLE_FN_COMPILE", env)
     cfg = DraftConfig(4, 3, 8)
     if env == "auto":
@@ -180,7 +180,7 @@ def test_the_cpp_compiler_probe_on_a_machine_without_one(tmp_path):
         pytest.skip(f"{folder} holds a C++ compiler")
     code = (
         "import torch, eagle_fn\n"
-        "from eagle_fn._compile import cpp_compiler_missing\n"
+        "from eagle_fn._modes import cpp_compiler_missing\n"
         "cfg = eagle_fn.DraftConfig(4, 3, 8)\n"
         "w = eagle_fn.DraftOrganizer(cfg, max_bs=2, device='cpu')\n"
         "print(sorted(w.compiled), 'C++ compiler' in cpp_compiler_missing())\n"

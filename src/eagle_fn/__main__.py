@@ -9,7 +9,7 @@ import torch
 
 import eagle_fn
 from eagle_fn import DraftConfig, DraftOrganizer, DraftTree, build_verify_tree, organize_multilayer
-from eagle_fn._compile import cpp_compiler_missing
+from eagle_fn._modes import cpp_compiler_missing
 from eagle_fn.arguments import as_device
 from eagle_fn.profiling import count_kernels, count_ops, time_us
 from eagle_fn.toy import (

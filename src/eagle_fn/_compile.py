@@ -1,14 +1,12 @@
-"""Compilation: which paths compile (``EAGLE_FN_COMPILE``), the one call site of torch.compile
-(through :mod:`eagle_fn._dynamic`), and the worker's compiled path functions.
+"""Compilation: the one call site of torch.compile (through :mod:`eagle_fn._dynamic`), and the
+worker's compiled path functions (which of them compile: :mod:`eagle_fn._modes`).
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import importlib
 import inspect
-import os
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -26,90 +24,9 @@ from ._dynamic import (
     torch_features,
 )
 from ._memo import memoized
-from .arguments import type_name
+from ._modes import ENV_VAR
 from .config import DraftConfig
 from .contracts import Contract, shape_dims
-
-ENV_VAR = "EAGLE_FN_COMPILE"
-
-# What `auto` compiles, per device type: the paths whose compiled call measured faster than
-# eager there (docs/performance.md has the figures and their sources). On a CPU only the
-# general verify build (84 small ops) gains. On CUDA (an H200, torch 2.11) the tree organize
-# and the general verify build gain under CUDA-graph replay; the chain paths run no kernel
-# (compiling adds only guard cost).
-AUTO_COMPILED = {"cpu": frozenset({"verify"}), "cuda": frozenset({"tree", "verify"})}
-
-
-class CompileMode(enum.Enum):
-    """Values of ``EAGLE_FN_COMPILE``: ``0`` eager, ``1`` compiled, ``auto`` by measurement."""
-
-    EAGER = "0"
-    COMPILED = "1"
-    AUTO = "auto"
-
-
-def mode_from_env() -> CompileMode:
-    """Parses ``EAGLE_FN_COMPILE``; unset (or empty, as env files leave it) means ``auto``."""
-    raw = os.environ.get(ENV_VAR) or CompileMode.AUTO.value
-    try:
-        return CompileMode(raw)
-    except ValueError:
-        allowed = ", ".join(repr(m.value) for m in CompileMode)
-        raise ValueError(
-            f"{ENV_VAR} must be one of {allowed} or unset/empty, got {raw!r}"
-        ) from None
-
-
-def compiled_paths(
-    compile: object,
-    device: torch.device,
-    paths: Mapping[str, Path],
-    backend: Backend,
-    where: str = "",
-) -> frozenset[str]:
-    """The names of the paths to compile: all or none for ``compile=True/False``, else by
-    the variable. ``where``: the caller errors name (``"DraftOrganizer"``), if any.
-
-    ``auto`` never compiles a path that runs as one Triton kernel on ``backend``: compiling
-    a single launch adds guard cost and fuses nothing. On a CPU with no working C++ compiler
-    ``auto`` compiles nothing and compiling on request raises, before any call.
-    """
-    names, prefix = frozenset(paths), f"{where}: " if where else ""
-    if compile is not None:
-        if not isinstance(compile, bool):
-            raise TypeError(f"{prefix}compile must be a bool or None, got {type_name(compile)}")
-        mode = CompileMode.COMPILED if compile else CompileMode.EAGER
-    else:
-        mode = mode_from_env()
-    if mode is CompileMode.EAGER:
-        return frozenset()
-    missing = device.type == "cpu" and cpp_compiler_missing()
-    if mode is CompileMode.AUTO:
-        fused = {n for n, p in paths.items() if p.kernel and backend is Backend.TRITON}
-        return frozenset() if missing else (names - fused) & AUTO_COMPILED.get(device.type, set())
-    if missing:
-        raise RuntimeError(
-            f"{prefix}compiling on cpu needs a C++ compiler for inductor and none works: "
-            f"{missing}; install one (g++), or pass compile=False or set {ENV_VAR}=0 or auto"
-        )
-    return names
-
-
-@functools.cache
-def cpp_compiler_missing() -> str:
-    """Why inductor's CPU backend would find no working C++ compiler, or ``""``: it builds
-    every CPU graph with one, and without one the first compiled call would fail mid-serving.
-    Asked once per process (inductor runs ``<cxx> --version``)."""
-    try:
-        from torch._inductor.cpp_builder import get_cpp_compiler
-    except ImportError:  # a torch without this probe: leave the decision to inductor
-        return ""
-    try:
-        get_cpp_compiler()
-    except Exception as error:  # InvalidCxxCompiler, or whatever a future probe raises
-        return str(error) or type(error).__name__
-    return ""
-
 
 # ---- Compiling ------------------------------------------------------------------------------
 

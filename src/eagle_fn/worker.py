@@ -12,7 +12,8 @@ from typing_extensions import Unpack  # in typing from Python 3.11; torch depend
 
 from . import chain, layout, organize
 from ._backend import resolve_backend
-from ._compile import Path, compiled_paths, path_functions
+from ._compile import Path, path_functions
+from ._modes import compiled_paths
 from .arguments import as_device, require_config, require_int
 from .config import DraftConfig
 from .types import DraftTree, MaxBatchWarning, Tensors, VerifyOptions, VerifyTree
