@@ -112,7 +112,7 @@ def _eager_when_needed(
                     f"eagle_fn: the compiled {fn.__name__} reached torch._dynamo's recompile "
                     f"limit (one graph per mask mode, grad mode, dtype and input layout); "
                     f"calls needing a new graph run eagerly",
-                    stacklevel=3,  # the worker method's caller
+                    stacklevel=4,  # past the worker's _route and method: its caller
                 )
             return fn(*args, **kwargs)
 
