@@ -234,12 +234,24 @@ def test_past_the_recompile_limit_calls_run_eagerly_with_one_warning(fresh_dynam
     ]
 
 
-def test_other_errors_of_a_compiled_call_propagate(fresh_dynamo):
-    scaled = _compile.compile_fn(
-        _scaled, enabled=True, shapes={"x": _compile.Batch(2)}, backend="eager"
-    )
-    with pytest.raises(TypeError):
-        scaled(torch.ones(2, 2), torch.ones(2))
+def test_only_the_recompile_limit_sends_a_call_to_the_eager_function():
+    # The wrapper alone: a compiled call that fails for any other reason raises that error.
+    limit_hit = importlib.import_module("torch._dynamo.exc").FailOnRecompileLimitHit
+    shapes = {"x": _compile.Batch(1)}
+
+    def refusing(x):
+        raise limit_hit("recompile limit reached")
+
+    def failing(x):
+        raise ValueError("not a dynamo refusal")
+
+    with pytest.warns(UserWarning, match="reached torch._dynamo's recompile limit"):
+        assert _compile._eager_when_needed(_scaled, refusing, shapes)(torch.ones(2)).tolist() == [
+            3,
+            3,
+        ]
+    with pytest.raises(ValueError, match="not a dynamo refusal"):
+        _compile._eager_when_needed(_scaled, failing, shapes)(torch.ones(2))
 
 
 def test_compiling_disabled_returns_the_function_itself():

@@ -218,8 +218,7 @@ def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -
             env.update(trial)
         if tensor.shape == expected:
             return
-    # A shape with no known symbol ("[rows, V]") is shown once.
-    wanted = " or ".join(s if (t := _show(s, env)) == s else f"{s} = {t}" for s in shapes)
+    wanted = " or ".join(f"{shape} = {_show(shape, env)}" for shape in shapes)
     raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
 
 
