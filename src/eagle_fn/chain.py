@@ -3,8 +3,8 @@
 A chain's organization and most of its verify layout are constants. They are built once
 per ``(config, max_bs, device)`` (``repeat``, not ``expand``: kernels read raw memory),
 never rebound (a captured graph may hold their addresses) and handed out as row slices:
-cut once per bs up front for eager calls (indexing a tuple costs a fraction of a slice),
-with a symbolic bs inside a compiled graph.
+cut on an eager call's first use of a bs and kept (a dict look-up costs a fraction of a
+slice), with a symbolic bs inside a compiled graph.
 """
 
 from __future__ import annotations
@@ -29,30 +29,38 @@ CHAIN = contract("organize_chain", topk_index=Arg("[bs, num_steps]"))
 class RowViews(CachedTensors):
     """Cached constants handed out as their first ``bs`` rows.
 
-    :meth:`cut` names the views; ``rows[bs]`` holds them, cut once per bs when the constants
-    are built, so an eager call indexes a tuple instead of slicing. Inside a compiled graph
-    :meth:`at` cuts them with the graph's symbolic bs instead: one graph for every bs.
+    :meth:`cut` names the views; ``rows[bs]`` keeps them from an eager call's first use of
+    ``bs`` on, so later calls look them up instead of slicing. They are not cut up front: at
+    a ``max_bs`` of 65536 that took seconds and hundreds of MB of view objects. Inside a
+    compiled graph :meth:`at` cuts them with the graph's symbolic bs: one graph for every bs.
     """
 
     max_bs: int
-    rows: tuple[tuple[Tensor, ...], ...]  # set once in __post_init__; not a dataclass field
+    rows: dict[int, tuple[Tensor, ...]]  # set once in __post_init__; not a dataclass field
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rows", tuple(self.cut(bs) for bs in range(self.max_bs + 1)))
+        object.__setattr__(self, "rows", {})
         super().__post_init__()
 
     def cut(self, bs: Any) -> tuple[Tensor, ...]:
         raise NotImplementedError
 
     def at(self, bs: Any) -> tuple[Tensor, ...]:
-        """The views for ``bs`` rows: cached when eager, cut when compiling."""
-        return self.cut(bs) if is_compiling() else self.rows[bs]
+        """The views for ``bs`` rows: kept when eager, cut when compiling or symbolic."""
+        if is_compiling() or not isinstance(bs, int):  # a SymInt (make_fx) is unhashable
+            return self.cut(bs)
+        views = self.rows.get(bs)
+        if views is None:
+            if not 0 <= bs <= self.max_bs:  # callers check first; a slice would just stop short
+                raise IndexError(f"{type(self).__name__}: bs = {bs} is outside 0..{self.max_bs}")
+            views = self.rows.setdefault(bs, self.cut(bs))  # atomic: racing threads share one
+        return views
 
     def check(self) -> None:
         """As :meth:`CachedTensors.check`, and the views handed out still show the constants:
         a caller could rebind one (``view.data = ...``) or reshape it in place."""
         super().check()
-        for bs, views in enumerate(self.rows):
+        for bs, views in list(self.rows.items()):
             for view, fresh in zip(views, self.cut(bs), strict=True):
                 if _placement(view) != _placement(fresh):
                     raise RuntimeError(
