@@ -93,7 +93,7 @@ CASES = {
         (LOGITS, torch.ones(2)),
         (LOGITS, torch.ones(3)),
         "target_probs_from_logits: logits must have shape [bs, N, V] = [3, N, V] or "
-        "[rows, V] = [rows, V], got [2, 4, 6]",
+        "[rows, V], got [2, 4, 6]",
     ),
 }
 

@@ -686,7 +686,7 @@ TEMPS = torch.ones(2)
             {},
             ValueError,
             r"target_probs_from_logits: logits must have shape \[bs, N, V\] = \[1, N, V\] or "
-            r"\[rows, V\] = \[rows, V\], got \[2, 3, 5\]",
+            r"\[rows, V\], got \[2, 3, 5\]",
         ),
         ((LOGITS.view(6, 5), torch.ones(4)), {}, ValueError, r"bs = 4 .* got \[6, 5\]"),
         ((LOGITS[..., :0], TEMPS), {}, ValueError, r"V >= 1, got \[2, 3, 0\]"),

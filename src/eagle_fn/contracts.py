@@ -218,7 +218,7 @@ def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -
             env.update(trial)
         if tensor.shape == expected:
             return
-    wanted = " or ".join(f"{shape} = {_show(shape, env)}" for shape in shapes)
+    wanted = " or ".join(_wanted(shape, env) for shape in shapes)
     raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
 
 
@@ -226,10 +226,14 @@ def _unbound(dim: str, env: dict[str, int]) -> bool:
     return dim.isidentifier() and dim not in env
 
 
-def _show(shape: str, env: dict[str, int]) -> str:
-    """``shape`` with its known symbols evaluated: ``[bs, N, V]`` -> ``[2, 8, V]``."""
-    dims = shape_dims(shape)
-    return show([d if any(_unbound(w, env) for w in d.split()) else _eval(d, env) for d in dims])
+def _wanted(shape: str, env: dict[str, int]) -> str:
+    """``shape``, then its evaluation where a symbol is known: ``[bs, V] = [2, V]``."""
+    shown = show([_known(d, env) for d in shape_dims(shape)])
+    return shape if shown == shape else f"{shape} = {shown}"
+
+
+def _known(dim: str, env: dict[str, int]) -> int | str:
+    return dim if any(_unbound(w, env) for w in dim.split()) else _eval(dim, env)
 
 
 def _slots(contract: Contract, cfg: Any) -> tuple[_Slot, ...]:
@@ -245,8 +249,7 @@ def symbols(cfg: DraftConfig | None) -> dict[str, int]:
 
 def shape_dims(shape: str) -> tuple[str, ...]:
     """The dimensions of ``shape``'s first alternative: ``"[bs, k] or [k]"`` -> bs, k."""
-    inner = shape.split(" or ")[0].strip()[1:-1].strip()
-    return tuple(d.strip() for d in inner.split(",")) if inner else ()
+    return tuple(d.strip() for d in shape.split(" or ")[0].strip()[1:-1].split(",") if d.strip())
 
 
 def _eval(expr: str, env: dict[str, int]) -> int:
