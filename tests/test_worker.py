@@ -10,6 +10,7 @@ import torch
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
+    MaskMode,
     MaxBatchWarning,
     _memo,
     _modes,
@@ -264,6 +265,21 @@ CHAIN = DraftConfig.chain(3)
             lambda: worker(CHAIN).organize_steps([], [], []),
             ValueError,
             r"DraftOrganizer.organize_steps: score_list must hold num_steps = 3 tensors, got 0",
+        ),
+        # Keywords meet the method's own signature: neither a misspelt option nor the checks'
+        # own keywords (where=, device=) reach an internal function.
+        *(
+            (
+                lambda kw=kw: worker(CHAIN).build_verify(None, None, None, **{kw: None}),
+                TypeError,
+                rf"^DraftOrganizer.build_verify\(\) got an unexpected keyword argument '{kw}'$",
+            )
+            for kw in ("mask_mod", "where", "device", "device_label")
+        ),
+        (
+            lambda: worker(CHAIN).build_verify(None, None, None, MaskMode.FULL),
+            TypeError,
+            r"^DraftOrganizer.build_verify\(\) takes 4 positional arguments but 5 were given$",
         ),
     ],
 )

@@ -86,16 +86,17 @@ def verify_args(
     tree: Any,
     bonus_tokens: Any,
     seq_lens: Any,
-    *,
     mask_mode: object = MaskMode.QLEN,
     seq_lens_sum: object = None,
+    *,
     where: str = BUILD_VERIFY.where,
     device: torch.device | None = None,
     device_label: str | None = None,
 ) -> tuple[Any, ...]:
     """:func:`build_verify_tree`'s arguments, checked, as :func:`verify_core` takes them: the
-    tree's fields spread, and the FULL mask's length in place of ``seq_lens_sum``. The last
-    three keywords are as in :meth:`~eagle_fn.contracts.Contract.check`."""
+    tree's fields spread, and the FULL mask's length in place of ``seq_lens_sum``. The worker
+    passes ``mask_mode`` and ``seq_lens_sum`` by position, so a caller's keywords meet only its
+    own signature. The last three are as in :meth:`~eagle_fn.contracts.Contract.check`."""
     site = {"where": where, "device": device, "device_label": device_label}
     BUILD_VERIFY(cfg, tree, bonus_tokens, seq_lens, **site)
     n = cfg.num_draft_tokens

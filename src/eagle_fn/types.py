@@ -49,8 +49,9 @@ class MaskMode(enum.Enum):
 
 
 class VerifyOptions(TypedDict, total=False):
-    """The keyword arguments of :func:`~eagle_fn.build_verify_tree`, for fronts that pass
-    them on (:meth:`~eagle_fn.DraftOrganizer.build_verify`); its defaults apply."""
+    """The keyword arguments of :func:`~eagle_fn.build_verify_tree` and
+    :meth:`~eagle_fn.DraftOrganizer.build_verify`, for an engine's front that passes them on
+    (``**options: Unpack[VerifyOptions]``); their defaults apply."""
 
     mask_mode: MaskMode
     seq_lens_sum: int | None

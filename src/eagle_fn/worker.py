@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import Tensor
-from torch.compiler import is_compiling
-from typing_extensions import Unpack  # in typing from Python 3.11; torch depends on it
 
 from . import chain, layout, organize
 from ._backend import resolve_backend
@@ -16,10 +14,9 @@ from ._compile import Path, path_functions
 from ._modes import compiled_paths
 from .arguments import as_device, require_config, require_int
 from .config import DraftConfig
-from .types import DraftTree, MaxBatchWarning, Tensors, VerifyOptions, VerifyTree
+from .types import DraftTree, MaskMode, MaxBatchWarning, Tensors, VerifyTree
 
-# Each path: its torch function, the contract naming its batch dims, the chain constants it
-# slices (if any), the ints that vary per call, and its kernel (eagle_fn.kernels), if any.
+# Each path: its torch function, its contract, chain constants, per-call ints, kernel (if any).
 ORGANIZED, VERIFY = chain.chain_constants, chain.chain_verify_constants
 PATHS = {
     "chain": Path(chain.chain_core, chain.CHAIN, ORGANIZED),
@@ -29,8 +26,7 @@ PATHS = {
     "chain_verify": Path(chain.chain_verify_core, layout.BUILD_VERIFY, VERIFY, ints=("total",)),
     "verify": Path(layout.verify_core, layout.BUILD_VERIFY, ints=("total",), kernel="verify_core"),
 }
-# Each method: its checks, its general path, and the chain path that replaces it, which takes
-# its constants and a slice of the checked arguments (topk_index; token_list; draft_tokens on).
+# Each method: its checks, general path, and chain path, which takes a slice of checked args.
 ROUTES: dict[str, tuple[Any, str, str, slice]] = {
     "organize": (organize.multilayer_args, "multilayer", "chain", slice(2, 3)),
     "organize_steps": (organize.tree_args, "tree", "chain_steps", slice(2, 3)),
@@ -39,11 +35,10 @@ ROUTES: dict[str, tuple[Any, str, str, slice]] = {
 
 
 class DraftOrganizer:
-    """The thin stateful front of eagle_fn for a serving engine's draft loop (semantics §6).
-
-    A chain config with ``bs <= max_bs`` takes the chain path (cached constants, handed out as
-    shared read-only views; no work), anything else the general path, with identical values.
-    ``compile`` and ``backend`` override ``EAGLE_FN_COMPILE`` and ``EAGLE_FN_BACKEND``."""
+    """The thin stateful front of eagle_fn for a serving engine's draft loop (semantics §6):
+    a chain config within ``max_bs`` takes cached constants (shared read-only views), the
+    rest the general path, with identical values. ``compile`` and ``backend`` override
+    ``EAGLE_FN_COMPILE`` and ``EAGLE_FN_BACKEND``."""
 
     def __init__(
         self,
@@ -72,30 +67,34 @@ class DraftOrganizer:
 
     def organize(self, topk_p: Tensor, topk_index: Tensor) -> DraftTree:
         """``[bs, num_steps]`` each, organized as :func:`~eagle_fn.organize_multilayer` would."""
-        return cast(DraftTree, self._route("organize", topk_p, topk_index))
+        return self._route("organize", topk_p, topk_index)
 
     def organize_steps(
         self, score_list: Tensors, token_list: Tensors, parents_list: Tensors
     ) -> DraftTree:
         """A draft loop's per-step lists organized, as :func:`~eagle_fn.organize_tree` would."""
-        return cast(DraftTree, self._route("organize_steps", score_list, token_list, parents_list))
+        return self._route("organize_steps", score_list, token_list, parents_list)
 
     def build_verify(
-        self, tree: DraftTree, bonus_tokens: Tensor, seq_lens: Tensor, **opts: Unpack[VerifyOptions]
+        self,
+        tree: DraftTree,
+        bonus_tokens: Tensor,
+        seq_lens: Tensor,
+        *,
+        mask_mode: MaskMode = MaskMode.QLEN,
+        seq_lens_sum: int | None = None,
     ) -> VerifyTree:
         """``tree`` laid out as :func:`~eagle_fn.build_verify_tree` would, with its keywords."""
-        return cast(VerifyTree, self._route("build_verify", tree, bonus_tokens, seq_lens, **opts))
+        return self._route("build_verify", tree, bonus_tokens, seq_lens, mask_mode, seq_lens_sum)
 
-    def _route(self, method: str, *args: Any, **options: Any) -> Any:
+    def _route(self, method: str, *args: Any) -> Any:
         """The one guard; no warning where dynamo traces (it cannot trace ``warnings.warn``)."""
         checks, general, chain_path, taken = ROUTES[method]
-        where = f"DraftOrganizer.{method}"
-        checked = checks(self.config, *args, **options, where=where, **self._site)
+        checked = checks(self.config, *args, where=f"DraftOrganizer.{method}", **self._site)
         lead = checked[1][0] if isinstance(checked[1], (list, tuple)) else checked[1]
-        bs, is_chain = lead.shape[0], chain_path in self._constants  # every tensor has bs
-        if is_chain and bs > self.max_bs and not self._warned and not is_compiling():
-            self._warned = True
-            warnings.warn(MaxBatchWarning.about(bs, self.max_bs), stacklevel=3)
-        if is_chain and bs <= self.max_bs:
+        if chain_path in self._constants and lead.shape[0] <= self.max_bs:  # all tensors have bs
             return self._fns[chain_path](self._constants[chain_path], *checked[taken])
+        if chain_path in self._constants and not self._warned and not torch.compiler.is_compiling():
+            self._warned = True
+            warnings.warn(MaxBatchWarning.about(lead.shape[0], self.max_bs), stacklevel=3)
         return self._fns[general](*checked)
