@@ -133,7 +133,8 @@ def test_sglang_invariants_on_organized_trees(cfg, bs, kind, seed):
     assert torch.equal(mask.sum(-1) - 1, depth)  # a row sees exactly its ancestors
 
 
-@pytest.mark.parametrize("num_steps", range(1, 9))
+# 31 steps: N = 32, the widest chain whose BITPACKED mask the constants hold.
+@pytest.mark.parametrize("num_steps", [*range(1, 9), 31])
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
 def test_chain_constants_equal_the_general_path(num_steps, mode):
     cfg = DraftConfig.chain(num_steps)
@@ -288,6 +289,13 @@ WIDE = DraftConfig(8, 5, 40)
             ValueError,
             r"seq_lens_sum = 4611686018427387904 makes the FULL mask N \* seq_lens_sum \+ bs \* N "
             r"\* N = 36893488147419103360 elements long, past int64",
+        ),
+        (
+            # Exactly 2**63 elements: one past the largest int64 length, refused as well.
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {"mask_mode": MaskMode.FULL, "seq_lens_sum": 2**60 - 16},
+            ValueError,
+            r"= 9223372036854775808 elements long, past int64",
         ),
         (
             (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
