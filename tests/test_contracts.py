@@ -111,6 +111,13 @@ def test_a_tensor_subclass_is_remembered_apart():
     assert not fits(MULTILAYER, CHAIN, topk_index, Duck())
 
 
+def test_a_sparse_tensor_is_remembered_apart_from_a_dense_one():
+    # The same class, shape, dtype and device: only the layout tells the refused call apart.
+    topk_index, topk_p = torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3)
+    assert fits(MULTILAYER, CHAIN, topk_index, topk_p)
+    assert not fits(MULTILAYER, CHAIN, topk_index.to_sparse(), topk_p)
+
+
 def test_a_contract_without_config_binds_its_own_symbols():
     pair = contract("pair", config=False, a=Arg("[n, 2]"), b=Arg("[n]", FLOAT))
     a, b = torch.zeros(4, 2, dtype=torch.int64), torch.zeros(4)
