@@ -19,7 +19,7 @@ from eagle_fn import (
 )
 from eagle_fn.profiling import OpCounter
 from helpers import reference
-from helpers.asserts import assert_layout_equals
+from helpers.asserts import assert_layout_equals, assert_verdict_equals
 from helpers.drafts import SEEDS, draft_configs, draft_lists, multilayer, organized_args
 from helpers.trees import (
     BITPACKED_DTYPES,
@@ -165,7 +165,7 @@ def test_chain_verify_computes_only_positions_and_tokens(mode, ops):
         worker.build_verify(*args, mask_mode=mode)
     assert counter.total == ops
     assert dict(counter.ops) == {"aten.cat.default": 1, "aten.add.Tensor": 1}
-    assert "aten.slice.Tensor" not in counter.views  # the cached rows were cut up front
+    assert "aten.slice.Tensor" not in counter.views  # the warm call cut and kept the rows
 
 
 def test_full_mask_takes_the_total_or_derives_it():
@@ -369,10 +369,11 @@ def test_sglang_malformed_cases(name):
     assert vt.retrieve_next_sibling.tolist() == [next_sibling]
     assert vt.retrieve_index.tolist() == [[0, 1, 2, 3, 4]]  # set even for unlinked nodes
     assert is_valid_tree(MALFORMED_CFG, tree).tolist() == [valid]
-    # Greedy verification terminates whatever the target says.
+    # Greedy verification terminates whatever the target says, with the reference's verdict.
     for target in ([5, 7, 8, 6, 7], [7, 8, 6, 7, 8]):
         verdict = verify_greedy(MALFORMED_CFG, vt, torch.tensor(target))
-        assert verdict.accept_index.shape == (1, 4)
+        expected = reference.verify_greedy(MALFORMED_CFG, vt, torch.tensor(target))
+        assert_verdict_equals(verdict, expected, MALFORMED_CFG, 1)
 
 
 def test_parent_lookup_never_crosses_into_the_next_request():
