@@ -583,6 +583,27 @@ def test_probs_from_logits_match_reference(bs, rows, vocab, grid, seed):
     torch.testing.assert_close(probs, want.float())
 
 
+@pytest.mark.parametrize(
+    ("dtype", "computed"),
+    [
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float32),
+        (torch.float32, torch.float32),
+        (torch.float64, torch.float64),
+    ],
+    ids=str,
+)
+def test_probs_are_computed_in_float32_or_float64(dtype, computed):
+    # float64 logits stay float64: 1e-9 apart, their probabilities differ (in float32 both
+    # would be 0.5).
+    logits = torch.tensor([[0.0, 1e-9, -1.0]], dtype=dtype)
+    probs = target_probs_from_logits(logits, torch.ones(1, dtype=dtype))
+    assert probs.dtype == computed
+    want = reference.target_probs_from_logits(logits, torch.ones(1))
+    torch.testing.assert_close(probs, torch.tensor(want, dtype=computed), rtol=0, atol=0)
+    assert (probs[0, 0] < probs[0, 1]).item() == (dtype == torch.float64)
+
+
 @pytest.mark.parametrize("temperature", [1e-39, 1e-30, 1e-6])
 def test_a_tiny_temperature_is_the_argmax(temperature):
     # logits / t would overflow to inf (NaN after softmax, an all-zero row) for t 1e-39.
