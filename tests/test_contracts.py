@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig
-from eagle_fn.contracts import FLOAT, Arg, contract
+from eagle_fn.contracts import _REMEMBERED, FLOAT, Arg, contract
 from eagle_fn.organize import MULTILAYER, ORGANIZE_TREE
 
 CHAIN = DraftConfig.chain(3)
@@ -139,6 +139,14 @@ def test_a_remembered_signature_skips_the_full_check(monkeypatch):
     pair(None, torch.ones(2, dtype=torch.int64))  # same signature: answered from memory
     with pytest.raises(AssertionError, match="ran again"):
         pair(None, torch.ones(3, dtype=torch.int64))  # a new shape: checked in full
+
+
+def test_remembered_calls_stay_bounded():
+    # A server meets every bs up to its largest: the signatures kept per contract are capped.
+    lone = contract("lone", config=False, a=Arg("[n]"))
+    for n in range(_REMEMBERED + 2):
+        lone(None, torch.zeros(n, dtype=torch.int64))
+    assert 0 < len(lone._accepted) <= _REMEMBERED
 
 
 def test_a_first_call_without_signatures_is_checked():
