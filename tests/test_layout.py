@@ -198,13 +198,7 @@ def test_full_mask_drops_cells_outside_its_length(name):
 def test_bitpacked_width_follows_num_draft_tokens(n, dtype):
     cfg = DraftConfig(4, 4, n)
     tree = organize_tree(cfg, *draft_lists(cfg, 3, torch.Generator().manual_seed(n)))
-    vt = build_verify_tree(
-        cfg,
-        tree,
-        torch.zeros(3, dtype=I64),
-        torch.zeros(3, dtype=I64),
-        mask_mode=MaskMode.BITPACKED,
-    )
+    vt = check_against_reference(cfg, tree, n, MaskMode.BITPACKED)  # the bits, too
     assert vt.tree_mask.dtype == dtype
     assert vt.tree_mask.shape == (3 * n,)
 
