@@ -604,6 +604,16 @@ def test_probs_are_computed_in_float32_or_float64(dtype, computed):
     assert (probs[0, 0] < probs[0, 1]).item() == (dtype == torch.float64)
 
 
+def test_a_negative_temperature_is_greedy():
+    # Temperature <= 0 gives one-hot rows at the first largest logit, not a softmax of the
+    # negated logits.
+    logits = torch.tensor([[1.0, 3.0, 2.0, 3.0]])
+    for t in (-1.0, -1e-30):
+        probs = target_probs_from_logits(logits, torch.tensor([t]))
+        want = reference.target_probs_from_logits(logits, torch.tensor([t]))
+        assert probs.tolist() == want == [[0.0, 1.0, 0.0, 0.0]]
+
+
 @pytest.mark.parametrize("temperature", [1e-39, 1e-30, 1e-6])
 def test_a_tiny_temperature_is_the_argmax(temperature):
     # logits / t would overflow to inf (NaN after softmax, an all-zero row) for t 1e-39.
