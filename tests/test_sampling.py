@@ -751,6 +751,7 @@ TEMPS = torch.ones(2)
             r"\[rows, V\], got \[2, 3, 5\]",
         ),
         ((LOGITS.view(6, 5), torch.ones(4)), {}, ValueError, r"bs = 4 .* got \[6, 5\]"),
+        ((LOGITS.view(6, 5), torch.ones(0)), {}, ValueError, r"bs = 0 .* got \[6, 5\]"),
         ((LOGITS[..., :0], TEMPS), {}, ValueError, r"V >= 1, got \[2, 3, 0\]"),
         ((LOGITS.long(), TEMPS), {}, TypeError, r"logits must be a floating-point tensor"),
         ((LOGITS, 1.0), {}, TypeError, r"temperature must be a torch.Tensor, got float"),
