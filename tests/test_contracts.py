@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig
-from eagle_fn.contracts import FLOAT, Arg, contract
+from eagle_fn.contracts import _REMEMBERED, FLOAT, Arg, contract
 from eagle_fn.organize import MULTILAYER, ORGANIZE_TREE
 
 CHAIN = DraftConfig.chain(3)
@@ -111,6 +111,13 @@ def test_a_tensor_subclass_is_remembered_apart():
     assert not fits(MULTILAYER, CHAIN, topk_index, Duck())
 
 
+def test_a_sparse_tensor_is_remembered_apart_from_a_dense_one():
+    # The same class, shape, dtype and device: only the layout tells the refused call apart.
+    topk_index, topk_p = torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3)
+    assert fits(MULTILAYER, CHAIN, topk_index, topk_p)
+    assert not fits(MULTILAYER, CHAIN, topk_index.to_sparse(), topk_p)
+
+
 def test_a_contract_without_config_binds_its_own_symbols():
     pair = contract("pair", config=False, a=Arg("[n, 2]"), b=Arg("[n]", FLOAT))
     a, b = torch.zeros(4, 2, dtype=torch.int64), torch.zeros(4)
@@ -132,6 +139,14 @@ def test_a_remembered_signature_skips_the_full_check(monkeypatch):
     pair(None, torch.ones(2, dtype=torch.int64))  # same signature: answered from memory
     with pytest.raises(AssertionError, match="ran again"):
         pair(None, torch.ones(3, dtype=torch.int64))  # a new shape: checked in full
+
+
+def test_remembered_calls_stay_bounded():
+    # A server meets every bs up to its largest: the signatures kept per contract are capped.
+    lone = contract("lone", config=False, a=Arg("[n]"))
+    for n in range(_REMEMBERED + 2):
+        lone(None, torch.zeros(n, dtype=torch.int64))
+    assert 0 < len(lone._accepted) <= _REMEMBERED
 
 
 def test_a_first_call_without_signatures_is_checked():

@@ -19,7 +19,7 @@ from eagle_fn import (
 )
 from eagle_fn.profiling import OpCounter
 from helpers import reference
-from helpers.asserts import assert_layout_equals
+from helpers.asserts import assert_layout_equals, assert_verdict_equals
 from helpers.drafts import SEEDS, draft_configs, draft_lists, multilayer, organized_args
 from helpers.trees import (
     BITPACKED_DTYPES,
@@ -133,7 +133,8 @@ def test_sglang_invariants_on_organized_trees(cfg, bs, kind, seed):
     assert torch.equal(mask.sum(-1) - 1, depth)  # a row sees exactly its ancestors
 
 
-@pytest.mark.parametrize("num_steps", range(1, 9))
+# 31 steps: N = 32, the widest chain whose BITPACKED mask the constants hold.
+@pytest.mark.parametrize("num_steps", [*range(1, 9), 31])
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
 def test_chain_constants_equal_the_general_path(num_steps, mode):
     cfg = DraftConfig.chain(num_steps)
@@ -164,7 +165,7 @@ def test_chain_verify_computes_only_positions_and_tokens(mode, ops):
         worker.build_verify(*args, mask_mode=mode)
     assert counter.total == ops
     assert dict(counter.ops) == {"aten.cat.default": 1, "aten.add.Tensor": 1}
-    assert "aten.slice.Tensor" not in counter.views  # the cached rows were cut up front
+    assert "aten.slice.Tensor" not in counter.views  # the warm call cut and kept the rows
 
 
 def test_full_mask_takes_the_total_or_derives_it():
@@ -197,13 +198,7 @@ def test_full_mask_drops_cells_outside_its_length(name):
 def test_bitpacked_width_follows_num_draft_tokens(n, dtype):
     cfg = DraftConfig(4, 4, n)
     tree = organize_tree(cfg, *draft_lists(cfg, 3, torch.Generator().manual_seed(n)))
-    vt = build_verify_tree(
-        cfg,
-        tree,
-        torch.zeros(3, dtype=I64),
-        torch.zeros(3, dtype=I64),
-        mask_mode=MaskMode.BITPACKED,
-    )
+    vt = check_against_reference(cfg, tree, n, MaskMode.BITPACKED)  # the bits, too
     assert vt.tree_mask.dtype == dtype
     assert vt.tree_mask.shape == (3 * n,)
 
@@ -290,6 +285,13 @@ WIDE = DraftConfig(8, 5, 40)
             r"\* N = 36893488147419103360 elements long, past int64",
         ),
         (
+            # Exactly 2**63 elements: one past the largest int64 length, refused as well.
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {"mask_mode": MaskMode.FULL, "seq_lens_sum": 2**60 - 16},
+            ValueError,
+            r"= 9223372036854775808 elements long, past int64",
+        ),
+        (
             (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
             {"mask_mode": MaskMode.FULL, "seq_lens_sum": 14.0},
             TypeError,
@@ -361,10 +363,11 @@ def test_sglang_malformed_cases(name):
     assert vt.retrieve_next_sibling.tolist() == [next_sibling]
     assert vt.retrieve_index.tolist() == [[0, 1, 2, 3, 4]]  # set even for unlinked nodes
     assert is_valid_tree(MALFORMED_CFG, tree).tolist() == [valid]
-    # Greedy verification terminates whatever the target says.
+    # Greedy verification terminates whatever the target says, with the reference's verdict.
     for target in ([5, 7, 8, 6, 7], [7, 8, 6, 7, 8]):
         verdict = verify_greedy(MALFORMED_CFG, vt, torch.tensor(target))
-        assert verdict.accept_index.shape == (1, 4)
+        expected = reference.verify_greedy(MALFORMED_CFG, vt, torch.tensor(target))
+        assert_verdict_equals(verdict, expected, MALFORMED_CFG, 1)
 
 
 def test_parent_lookup_never_crosses_into_the_next_request():

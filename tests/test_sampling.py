@@ -91,6 +91,28 @@ def test_final_draw_matches_reference(bs, vocab, seed):
     assert_matches(sample_from_row(rows, coin), want, (bs,), I64)
 
 
+def test_final_draw_sums_in_float64():
+    # Eight entries of 2**-25 between two 1.0: float64 running sums pass u = 0.5 * total =
+    # 1 + 2**-23 at the fifth small entry (index 5); float32 sums would round them away.
+    row = torch.tensor([[1.0] + [2.0**-25] * 8 + [1.0]])
+    coin = torch.tensor([0.5])
+    assert sample_from_row(row, coin).tolist() == [reference.sample_row(row[0], coin[0])] == [5]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_coins_compare_at_the_compute_precision(dtype):
+    # A root coin of exactly q(7) accepts node 1 (then node 3); one ulp above it in the
+    # probabilities' dtype (float64 stays float64) rejects node 1, and acc 0.7 accepts node 2.
+    q = torch.tensor([ROOT, NODE1, NODE2, NODE3], dtype=dtype)
+    at = q[0, 7]
+    above = torch.nextafter(at, torch.tensor(1.0, dtype=dtype))
+    final = torch.tensor([0.5], dtype=dtype)
+    for coin, accepted in ((at, [[0, 1, 3]]), (above, [[0, 2, -1]])):
+        u = torch.stack([coin, *torch.full((3,), 0.5, dtype=dtype)]).view(1, 4)
+        verdict = check_against_reference(TREE_CFG, TREE_VT, q, u, final)
+        assert verdict.accept_index.tolist() == accepted
+
+
 def test_tree_rejects_every_child_and_removes_them():
     # Root coin 0.9 > acc 0.7: both rejected; their tokens 7 and 9 leave the root row, which
     # keeps 0.1 at 0, 3 and 5 (total 0.3). Final coin 0.5 -> u = 0.15: token 3 (running 0.2).
@@ -501,6 +523,15 @@ def test_top_k_keeps_ties_and_top_p_keeps_the_boundary_token():
     torch.testing.assert_close(probs, torch.tensor([[0.5, 0.5, 0.0], [0.625, 0.375, 0.0]]))
 
 
+def test_top_p_of_one_keeps_a_tail_the_running_sum_cannot_see():
+    # The tail tokens (about 4e-18 each) vanish from the float64 running sum: the mass before
+    # them is exactly 1.0, not below p = 1. p >= 1 keeps every token all the same.
+    logits = torch.tensor([[0.0, -40.0, -40.0]])
+    probs = target_probs_from_logits(logits, torch.ones(1), top_p=torch.tensor([1.0]))
+    want = reference.target_probs_from_logits(logits, torch.ones(1), None, torch.tensor([1.0]))
+    assert (probs > 0).tolist() == [[v > 0 for v in row] for row in want] == [[True] * 3]
+
+
 @pytest.mark.parametrize("top_p", [0.0, -0.5, math.nan, 1e-30])
 def test_top_p_keeps_at_least_the_most_probable_token(top_p):
     # Nothing would precede the first token's mass below p <= 0 (or NaN): it stays alone,
@@ -550,6 +581,37 @@ def test_probs_from_logits_match_reference(bs, rows, vocab, grid, seed):
     total = want.sum(-1, keepdim=True)
     want = torch.where(total > 0, want / torch.where(total > 0, total, 1.0), 0.0)
     torch.testing.assert_close(probs, want.float())
+
+
+@pytest.mark.parametrize(
+    ("dtype", "computed"),
+    [
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float32),
+        (torch.float32, torch.float32),
+        (torch.float64, torch.float64),
+    ],
+    ids=str,
+)
+def test_probs_are_computed_in_float32_or_float64(dtype, computed):
+    # float64 logits stay float64: 1e-9 apart, their probabilities differ (in float32 both
+    # would be 0.5).
+    logits = torch.tensor([[0.0, 1e-9, -1.0]], dtype=dtype)
+    probs = target_probs_from_logits(logits, torch.ones(1, dtype=dtype))
+    assert probs.dtype == computed
+    want = reference.target_probs_from_logits(logits, torch.ones(1))
+    torch.testing.assert_close(probs, torch.tensor(want, dtype=computed), rtol=0, atol=0)
+    assert (probs[0, 0] < probs[0, 1]).item() == (dtype == torch.float64)
+
+
+def test_a_negative_temperature_is_greedy():
+    # Temperature <= 0 gives one-hot rows at the first largest logit, not a softmax of the
+    # negated logits.
+    logits = torch.tensor([[1.0, 3.0, 2.0, 3.0]])
+    for t in (-1.0, -1e-30):
+        probs = target_probs_from_logits(logits, torch.tensor([t]))
+        want = reference.target_probs_from_logits(logits, torch.tensor([t]))
+        assert probs.tolist() == want == [[0.0, 1.0, 0.0, 0.0]]
 
 
 @pytest.mark.parametrize("temperature", [1e-39, 1e-30, 1e-6])
@@ -689,6 +751,7 @@ TEMPS = torch.ones(2)
             r"\[rows, V\], got \[2, 3, 5\]",
         ),
         ((LOGITS.view(6, 5), torch.ones(4)), {}, ValueError, r"bs = 4 .* got \[6, 5\]"),
+        ((LOGITS.view(6, 5), torch.ones(0)), {}, ValueError, r"bs = 0 .* got \[6, 5\]"),
         ((LOGITS[..., :0], TEMPS), {}, ValueError, r"V >= 1, got \[2, 3, 0\]"),
         ((LOGITS.long(), TEMPS), {}, TypeError, r"logits must be a floating-point tensor"),
         ((LOGITS, 1.0), {}, TypeError, r"temperature must be a torch.Tensor, got float"),

@@ -16,6 +16,7 @@ from eagle_fn import (
 from helpers import reference
 from helpers.asserts import assert_verdict_equals, on
 from helpers.drafts import SEEDS, draft_configs, draft_lists, organized_args
+from helpers.kernel_trees import scrambled_links, sibling_ring
 from helpers.trees import (
     SPEC_BONUS,
     SPEC_CFG,
@@ -130,6 +131,32 @@ def test_cyclic_links_terminate():
     verdict = verify_greedy(cfg, vt, torch.tensor([5, 5, 5, 5]))
     assert verdict.accept_index.tolist() == [[0, 1, 1, 1]]
     check_against_reference(cfg, vt, torch.tensor([6, 6, 6, 6]))
+
+
+@given(cfg=draft_configs(max_n=40), bs=st.integers(1, 5), seed=SEEDS)
+def test_matches_reference_on_scrambled_links_and_retrieve_index(cfg, bs, seed):
+    # Links with cycles, self-links and values outside [-1, N), a 3-token alphabet so that
+    # matches are frequent, and retrieve_index entries naming other rows' nodes, no node, or
+    # the ends of int64: the walk is bounded, reads the target clamped, commits only within
+    # the accepting row and counts only non-negative entries.
+    gen = torch.Generator().manual_seed(seed)
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
+    vt = build_verify_tree(
+        cfg, tree, torch.randint(0, 1000, (bs,), generator=gen), torch.zeros(bs, dtype=I64)
+    )
+    vt = scrambled_links(vt, gen, scramble_index=True)
+    check_against_reference(
+        cfg, vt, torch.randint(0, 3, (bs * cfg.num_draft_tokens,), generator=gen)
+    )
+
+
+@pytest.mark.parametrize("n", [2, 5, 16, 33, 64])
+def test_first_match_needs_at_most_n_minus_1_hops(n):
+    # A sibling ring through every node: the match N - 1 hops from the root's first child is
+    # found (pointer doubling must reach that far), and a ring without a match ends the walk.
+    cfg, target = DraftConfig(n, 1, n), torch.full((n,), 7, dtype=I64)
+    assert verify_greedy(cfg, sibling_ring(n, n - 1), target).accept_index.tolist() == [[0, n - 1]]
+    assert verify_greedy(cfg, sibling_ring(n, -1), target).accept_index.tolist() == [[0, -1]]
 
 
 def test_runs_on_device(device):

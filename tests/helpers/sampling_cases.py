@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from eagle_fn import DraftConfig, DraftTree, build_verify_tree
+from eagle_fn import DraftConfig, DraftTree, VerifyTree, build_verify_tree
 from helpers.sampling_inputs import SamplingCase
 
 t = torch.tensor
@@ -61,6 +61,42 @@ def tiny_single(single):
     return SamplingCase(TINY_CFG, TINY_VT, q, t([[0.5] * 3]), t([0.5]), (single, 1.0))
 
 
+# topk 3, one step: root children node 1 (token 0), node 2 (token 1), node 3 (token 2).
+WIDE_CFG = DraftConfig(3, 1, 4)
+WIDE_VT = build_verify_tree(
+    WIDE_CFG, DraftTree(torch.zeros(1, 0, dtype=torch.int64), t([[0, 1, 2]]), t([[0, 1, 2]])),
+    t([3]), t([4]),
+)  # fmt: skip
+
+
+def sequential_accumulator():
+    # q: 0.5, then 2**-25 twice: 0.5 + 2**-25 rounds back to 0.5 (a tie, to even) at each add,
+    # where a wider accumulator (torch.cumsum on a CPU) reaches 0.5 + 2**-24 at node 3.
+    root = [0.5, 2.0**-25, 2.0**-25, 0.25]
+    q = t([root] + [[0.0, 0.0, 0.0, 1.0]] * 3)
+    return SamplingCase(WIDE_CFG, WIDE_VT, q, t([[0.5 + 2.0**-24, 0.5, 0.5, 0.5]]), t([0.5]))
+
+
+# A chain of S = 1 whose node 1 (token 1) is its own child: after the walk accepts it, node 1
+# still tries (and rejects, coin 0.75 > 0.5) its child, but every level accepted, so the final
+# token comes from node 1's plain row [0, .5, .5, 0]: u = 0.25, token 1.
+LOOP_CFG = DraftConfig.chain(1)
+LOOP_VT = VerifyTree(
+    draft_tokens=t([0, 1]),
+    positions=t([0, 1]),
+    tree_mask=torch.ones(4, dtype=torch.bool),
+    retrieve_index=t([[0, 1]]),
+    retrieve_next_token=t([[1, 1]]),
+    retrieve_next_sibling=t([[-1, -1]]),
+)
+LOOP_Q = [[0.0, 1.0, 0.0, 0.0], [0.0, 0.5, 0.5, 0.0]]
+
+
+def accepted_loop(draft):
+    p = t([[0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]) if draft else None
+    return SamplingCase(LOOP_CFG, LOOP_VT, t(LOOP_Q), t([[0.5, 0.75]]), t([0.25]), draft_probs=p)
+
+
 EDGE_CASES = {
     # q(1) = p(1) = 0: 0.99 * 0 <= 0, yet rejected (min(1, q/p) = 0); relu(q0 - p0) is
     # [0, 0, 0, 0.2]: token 3.
@@ -100,4 +136,11 @@ EDGE_CASES = {
     "tiny_single_rounds_to_zero": (tiny_single(2.0**-150), [[[0, 1]], [1], [3, 1, 0]]),
     # 2**-149 is float32's least subnormal: node 1 rejected, node 2 (the argmax) accepted.
     "tiny_single_positive": (tiny_single(2.0**-149), [[[0, 2]], [1], [1, 0, 1]]),
+    # The accumulator adds in float32 one child at a time (SGLang's kernel): coin 0.5 + 2**-24
+    # exceeds it at every child, all three are rejected and leave the root row: token 3.
+    "sequential_accumulator": (sequential_accumulator(), [[[0, -1]], [0], [3, 0, 0, 0]]),
+    # Every level accepted: node 1's rejected child removes nothing from the final row ...
+    "accepted_loop": (accepted_loop(False), [[[0, 1]], [1], [1, 1]]),
+    # ... and with draft_probs the final row is q, not relu(q - p) = [0, 0, .5, 0].
+    "accepted_loop_draft": (accepted_loop(True), [[[0, 1]], [1], [1, 1]]),
 }
