@@ -146,3 +146,18 @@ def test_bad_calls_under_fullgraph_name_the_contracts_error(name):
     with pytest.raises(Unsupported) as traced:
         torch.compile(call, backend="eager", fullgraph=True)(*broken)
     assert message in str(traced.value)
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["default", "dynamic"])
+def test_a_full_mask_sized_from_seq_lens_compiles_in_the_callers_graph(dynamic):
+    # Without seq_lens_sum the length is seq_lens' sum: an unbacked int in the caller's graph,
+    # which the eager checks' comparisons (its sign, int64 overflow) would stop dynamo on.
+    def call(b, s):
+        return eagle_fn.build_verify_tree(TREE_CFG, TREE, b, s, mask_mode=eagle_fn.MaskMode.FULL)
+
+    compiled = torch.compile(call, backend="eager", fullgraph=True, dynamic=dynamic)
+    assert_trees_equal(compiled(BONUS, SEQ_LENS), call(BONUS, SEQ_LENS))
+    longer = SEQ_LENS + 3  # a new length runs the same graph
+    assert_trees_equal(compiled(BONUS, longer), call(BONUS, longer))
+    with pytest.raises(RuntimeError):  # a negative sum is asserted as the graph runs
+        compiled(BONUS, -SEQ_LENS - 1)

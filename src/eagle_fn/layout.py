@@ -289,11 +289,12 @@ def full_mask_length(where: str, seq_lens: Tensor, n: int, seq_lens_sum: object)
     """The FULL mask's length, ``N * sum(seq_lens) + bs * N * N``."""
     if seq_lens_sum is None:
         seq_lens_sum = int(seq_lens.sum())  # the one host sync, avoidable by passing it
+        if torch.compiler.is_compiling():  # unbacked in a caller's graph: asserted as it runs
+            torch._check(seq_lens_sum >= 0)
+            return n * seq_lens_sum + seq_lens.shape[0] * n * n
     total = require_int(where, "seq_lens_sum", seq_lens_sum, 0)
     length = n * total + seq_lens.shape[0] * n * n
     if length >= 2**63:  # no tensor has that many elements: say which input, not where it broke
-        raise ValueError(
-            f"{where}: seq_lens_sum = {total} makes the FULL mask N * seq_lens_sum + bs * N * N "
-            f"= {length} elements long, past int64"
-        )
+        msg = f"makes the FULL mask N * seq_lens_sum + bs * N * N = {length} elements long"
+        raise ValueError(f"{where}: seq_lens_sum = {total} {msg}, past int64")
     return length
