@@ -14,6 +14,7 @@ from eagle_fn import (
     is_valid_tree,
     organize_multilayer,
     organize_tree,
+    select_top_k,
     verify_greedy,
 )
 from eagle_fn._compile import batch_shapes, compile_fn
@@ -65,6 +66,28 @@ def test_chain_paths_compile_once_over_the_batch_sweep(compiled_env, device):
     with OpCounter() as counter:
         w.organize(topk_p, topk_index)
     assert counter.total == 0
+
+
+def test_a_chain_draft_loop_on_buffer_columns_compiles_once(compiled_env, device):
+    # An engine's draft model writes each step's token into a column of one preallocated
+    # buffer: the entries keep that layout at every bs, bs 1 included, so one graph serves.
+    cfg = DraftConfig.chain(3)
+    w = DraftOrganizer(cfg, max_bs=MAX_BS, device=device)
+    gen = torch.Generator().manual_seed(2)
+    probs = torch.rand(MAX_BS, 4, generator=gen).to(device)
+    tokens = torch.randint(0, 50, (MAX_BS, 4), generator=gen).to(device)
+    for bs in [3, 1, 2, MAX_BS]:
+        step = select_top_k(cfg, 0, probs[:bs, :1], tokens[:bs, :1])
+        steps = [step]
+        for i in (1, 2):
+            step = select_top_k(cfg, i, probs[:bs, i : i + 1], tokens[:bs, i : i + 1], step.scores)
+            steps.append(step)
+        lists = [
+            [getattr(s, f) for s in steps] for f in ("score_entry", "token_entry", "parents_entry")
+        ]
+        assert_trees_equal(w.organize_steps(*lists), organize_tree(cfg, *lists))
+    assert graphs() == 1
+    assert_no_graph_breaks()
 
 
 def test_tree_path_compiles_once_over_the_batch_sweep(compiled_env, device):
