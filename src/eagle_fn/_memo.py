@@ -32,7 +32,7 @@ def memoized(key: tuple[object, ...], build: Callable[[], _T], *, capturable: bo
     in the trace and never cached: fake tensors would break every real caller after it, and
     cached real ones break the trace.
     """
-    if _faking():
+    if faking():
         return build()
     value = _cache.get(key)
     if value is None:
@@ -54,7 +54,7 @@ def memoized(key: tuple[object, ...], build: Callable[[], _T], *, capturable: bo
     return cast(_T, value)
 
 
-def _faking() -> bool:
+def faking() -> bool:
     """Whether a fake-tensor mode is active (a dispatch mode first: the common case pays one
     C call; other modes, such as an op counter, see real cached values)."""
     return _get_current_dispatch_mode() is not None and detect_fake_mode() is not None
