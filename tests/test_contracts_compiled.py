@@ -203,3 +203,20 @@ def test_an_engines_whole_draft_verify_step_compiles_in_one_graph(cfg, mode):
             assert_trees_equal(got, want)
     assert counters["stats"]["unique_graphs"] == 1
     assert not counters["graph_break"]
+
+
+def test_a_chain_workers_constants_leave_the_callers_batch_dynamic():
+    # The chain verify constants are N = 4 wide; were their dims dynamic in the caller's
+    # graph, a first bs of 4 would be duck-sized onto N and that graph specialized to it.
+    cfg = eagle_fn.DraftConfig.chain(3)
+    worker = eagle_fn.DraftOrganizer(cfg, max_bs=8, device="cpu", compile=False)
+
+    def step(probs, tokens, bonus, seq_lens):
+        return worker.build_verify(worker.organize(probs, tokens), bonus, seq_lens)
+
+    compiled = torch.compile(step, backend="eager", fullgraph=True, dynamic=True)
+    counters.clear()
+    for bs in (4, 5, 7):
+        args = (torch.rand(bs, 3), torch.randint(0, 9, (bs, 3)), torch.zeros(bs, dtype=torch.int64))
+        assert_trees_equal(compiled(*args, torch.arange(bs)), step(*args, torch.arange(bs)))
+    assert counters["stats"]["unique_graphs"] == 1

@@ -89,6 +89,10 @@ class CachedTensors:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_versions", self._tensor_versions())
+        # Fixed shapes: under a caller's torch.compile(dynamic=True) a dim left dynamic would
+        # be duck-sized onto an equal bs and specialize the caller's first graph to that bs.
+        for tensor in self._tensors().values():
+            torch._dynamo.mark_static(tensor)
 
     def _tensors(self) -> dict[str, Tensor]:
         values = {f.name: getattr(self, f.name) for f in fields(cast(Any, self))}
