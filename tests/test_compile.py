@@ -5,6 +5,7 @@ import torch
 import torch._dynamo
 import torch._inductor.config
 from torch._dynamo.utils import counters
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from eagle_fn import (
     DraftConfig,
@@ -145,6 +146,26 @@ def test_an_empty_batch_runs_eagerly(compiled_env, device):
         got = worker.build_verify(tree, rows, rows)
         assert_verify_equal(got, build_verify_tree(cfg, tree, rows, rows))
         assert graphs() == expected_graphs, bs
+
+
+@pytest.mark.parametrize("cfg", [DraftConfig.chain(2), DraftConfig(2, 2, 4)], ids=str)
+@pytest.mark.parametrize("mode", ["fake", "symbolic"])
+def test_a_fake_trace_through_compiled_paths_runs_them_eagerly(compiled_env, cfg, mode):
+    # FX cannot trace a compiled function, and under a bare FakeTensorMode the compiled code
+    # read the fake tensors' data pointers (a segfault on CPU): fake calls take the eager path.
+    worker = DraftOrganizer(cfg, max_bs=MAX_BS, device="cpu")
+    lists = draft_lists(cfg, 3, torch.Generator().manual_seed(6))
+    flat = [t for entries in lists for t in entries]
+    rows = torch.arange(3)
+
+    def step(*flat):
+        s = cfg.num_steps
+        tree = worker.organize_steps(flat[:s], flat[s : 2 * s], flat[2 * s :])
+        return (*tree, *worker.build_verify(tree, rows, rows))
+
+    traced = make_fx(step, tracing_mode=mode, _allow_non_fake_inputs=True)(*flat)
+    assert graphs() == 0  # nothing compiled while tracing
+    assert_verify_equal(traced(*flat), step(*flat))
 
 
 def test_greedy_verification_and_validity_compile_as_full_graphs(compiled_env, device):
