@@ -220,3 +220,18 @@ def test_a_chain_workers_constants_leave_the_callers_batch_dynamic():
         args = (torch.rand(bs, 3), torch.randint(0, 9, (bs, 3)), torch.zeros(bs, dtype=torch.int64))
         assert_trees_equal(compiled(*args, torch.arange(bs)), step(*args, torch.arange(bs)))
     assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_the_max_batch_warning_leaves_the_callers_graph_alone():
+    # The worker's warned-once flag is read only outside a trace: read inside, it became a
+    # guard of the caller's graph, and the first eager warning recompiled that graph.
+    cfg = eagle_fn.DraftConfig.chain(3)
+    worker = eagle_fn.DraftOrganizer(cfg, max_bs=2, device="cpu", compile=False)
+    compiled = torch.compile(worker.organize, backend="eager", fullgraph=True, dynamic=True)
+    probs, tokens = torch.rand(5, 3), torch.randint(0, 9, (5, 3))
+    counters.clear()
+    assert_trees_equal(compiled(probs, tokens), eagle_fn.organize_multilayer(cfg, probs, tokens))
+    with pytest.warns(eagle_fn.MaxBatchWarning):
+        worker.organize(probs, tokens)
+    assert_trees_equal(compiled(probs, tokens), eagle_fn.organize_multilayer(cfg, probs, tokens))
+    assert counters["stats"]["unique_graphs"] == 1
