@@ -2,17 +2,19 @@ import threading
 
 import pytest
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
     _memo,
+    build_verify_tree,
     chain,
     chain_constants,
     check_constants,
     organize_chain,
+    organize_multilayer,
     organize_tree,
 )
 from helpers import reference
@@ -178,6 +180,31 @@ def test_fake_tensor_traces_neither_read_nor_fill_the_cache(fresh_cache, real_fi
     got = organize(*flat)
     assert not any(isinstance(t, FakeTensor) for t in got)
     assert [t.tolist() for t in got] == want
+    check_constants()
+
+
+@pytest.mark.parametrize("trace", ["make_fx", "FakeTensorMode"])
+def test_a_fake_trace_through_a_worker_keeps_no_fake_row_views(fresh_cache, trace):
+    # The worker's constants are real (built with it), so a fake trace through it needs
+    # allow_non_fake_inputs; the row views it cuts for a new bs must not be kept.
+    cfg = DraftConfig.chain(2)
+    w = DraftOrganizer(cfg, max_bs=4, device="cpu", compile=False)
+    p, t = torch.rand(3, 2), torch.tensor([[4, 5], [6, 7], [8, 9]])
+    bonus, seq_lens = torch.tensor([1, 2, 3]), torch.tensor([5, 6, 7])
+
+    def step(p, t, bonus, seq_lens):
+        return *w.organize(p, t), *w.build_verify(w.organize(p, t), bonus, seq_lens)
+
+    if trace == "make_fx":
+        make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(p, t, bonus, seq_lens)
+    else:
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            step(*(mode.from_tensor(x) for x in (p, t, bonus, seq_lens)))
+    got = step(p, t, bonus, seq_lens)
+    assert not any(isinstance(x, FakeTensor) for x in got)
+    tree = organize_multilayer(cfg, p, t)
+    want = (*tree, *build_verify_tree(cfg, tree, bonus, seq_lens))
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
     check_constants()
 
 

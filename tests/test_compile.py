@@ -5,6 +5,7 @@ import torch
 import torch._dynamo
 import torch._inductor.config
 from torch._dynamo.utils import counters
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from eagle_fn import (
     DraftConfig,
@@ -14,6 +15,7 @@ from eagle_fn import (
     is_valid_tree,
     organize_multilayer,
     organize_tree,
+    select_top_k,
     verify_greedy,
 )
 from eagle_fn._compile import batch_shapes, compile_fn
@@ -65,6 +67,28 @@ def test_chain_paths_compile_once_over_the_batch_sweep(compiled_env, device):
     with OpCounter() as counter:
         w.organize(topk_p, topk_index)
     assert counter.total == 0
+
+
+def test_a_chain_draft_loop_on_buffer_columns_compiles_once(compiled_env, device):
+    # An engine's draft model writes each step's token into a column of one preallocated
+    # buffer: the entries keep that layout at every bs, bs 1 included, so one graph serves.
+    cfg = DraftConfig.chain(3)
+    w = DraftOrganizer(cfg, max_bs=MAX_BS, device=device)
+    gen = torch.Generator().manual_seed(2)
+    probs = torch.rand(MAX_BS, 4, generator=gen).to(device)
+    tokens = torch.randint(0, 50, (MAX_BS, 4), generator=gen).to(device)
+    for bs in [3, 1, 2, MAX_BS]:
+        step = select_top_k(cfg, 0, probs[:bs, :1], tokens[:bs, :1])
+        steps = [step]
+        for i in (1, 2):
+            step = select_top_k(cfg, i, probs[:bs, i : i + 1], tokens[:bs, i : i + 1], step.scores)
+            steps.append(step)
+        lists = [
+            [getattr(s, f) for s in steps] for f in ("score_entry", "token_entry", "parents_entry")
+        ]
+        assert_trees_equal(w.organize_steps(*lists), organize_tree(cfg, *lists))
+    assert graphs() == 1
+    assert_no_graph_breaks()
 
 
 def test_tree_path_compiles_once_over_the_batch_sweep(compiled_env, device):
@@ -122,6 +146,26 @@ def test_an_empty_batch_runs_eagerly(compiled_env, device):
         got = worker.build_verify(tree, rows, rows)
         assert_verify_equal(got, build_verify_tree(cfg, tree, rows, rows))
         assert graphs() == expected_graphs, bs
+
+
+@pytest.mark.parametrize("cfg", [DraftConfig.chain(2), DraftConfig(2, 2, 4)], ids=str)
+@pytest.mark.parametrize("mode", ["fake", "symbolic"])
+def test_a_fake_trace_through_compiled_paths_runs_them_eagerly(compiled_env, cfg, mode):
+    # FX cannot trace a compiled function, and under a bare FakeTensorMode the compiled code
+    # read the fake tensors' data pointers (a segfault on CPU): fake calls take the eager path.
+    worker = DraftOrganizer(cfg, max_bs=MAX_BS, device="cpu")
+    lists = draft_lists(cfg, 3, torch.Generator().manual_seed(6))
+    flat = [t for entries in lists for t in entries]
+    rows = torch.arange(3)
+
+    def step(*flat):
+        s = cfg.num_steps
+        tree = worker.organize_steps(flat[:s], flat[s : 2 * s], flat[2 * s :])
+        return (*tree, *worker.build_verify(tree, rows, rows))
+
+    traced = make_fx(step, tracing_mode=mode, _allow_non_fake_inputs=True)(*flat)
+    assert graphs() == 0  # nothing compiled while tracing
+    assert_verify_equal(traced(*flat), step(*flat))
 
 
 def test_greedy_verification_and_validity_compile_as_full_graphs(compiled_env, device):

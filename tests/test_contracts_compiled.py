@@ -8,6 +8,7 @@ the contract's error, or under ``fullgraph=True`` dynamo's error carrying it.
 import pytest
 import torch
 from torch._dynamo.exc import Unsupported
+from torch._dynamo.utils import counters
 
 import eagle_fn
 from helpers.asserts import assert_trees_equal
@@ -146,3 +147,91 @@ def test_bad_calls_under_fullgraph_name_the_contracts_error(name):
     with pytest.raises(Unsupported) as traced:
         torch.compile(call, backend="eager", fullgraph=True)(*broken)
     assert message in str(traced.value)
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["default", "dynamic"])
+def test_a_full_mask_sized_from_seq_lens_compiles_in_the_callers_graph(dynamic):
+    # Without seq_lens_sum the length is seq_lens' sum: an unbacked int in the caller's graph,
+    # which the eager checks' comparisons (its sign, int64 overflow) would stop dynamo on.
+    def call(b, s):
+        return eagle_fn.build_verify_tree(TREE_CFG, TREE, b, s, mask_mode=eagle_fn.MaskMode.FULL)
+
+    compiled = torch.compile(call, backend="eager", fullgraph=True, dynamic=dynamic)
+    assert_trees_equal(compiled(BONUS, SEQ_LENS), call(BONUS, SEQ_LENS))
+    longer = SEQ_LENS + 3  # a new length runs the same graph
+    assert_trees_equal(compiled(BONUS, longer), call(BONUS, longer))
+    with pytest.raises(RuntimeError):  # a negative sum is asserted as the graph runs
+        compiled(BONUS, -SEQ_LENS - 1)
+
+
+@pytest.mark.parametrize("mode", list(eagle_fn.MaskMode), ids=lambda m: m.name)
+@pytest.mark.parametrize(
+    "cfg", [eagle_fn.DraftConfig(2, 3, 5), eagle_fn.DraftConfig.chain(4)], ids=["tree", "chain"]
+)
+def test_an_engines_whole_draft_verify_step_compiles_in_one_graph(cfg, mode):
+    # An engine wraps its own step, eagle_fn's calls and a worker's methods among them, in
+    # one torch.compile region. bs 3, 4 and 7 share no size with the step's fixed dims (a
+    # duck-sized match would specialize the first graph); bs 1 would get its own graph.
+    worker = eagle_fn.DraftOrganizer(cfg, max_bs=8, device="cpu", compile=False)
+    k, n = cfg.topk, cfg.num_draft_tokens
+
+    def step(probs, tokens, bonus, seq_lens, logits, temperature, uniforms, final):
+        drafted = eagle_fn.select_top_k(cfg, 0, probs[0], tokens[0])
+        steps = [drafted]
+        for i in range(1, cfg.num_steps):
+            drafted = eagle_fn.select_top_k(cfg, i, probs[i], tokens[i], drafted.scores)
+            steps.append(drafted)
+        fields = ("score_entry", "token_entry", "parents_entry")
+        tree = worker.organize_steps(*([getattr(s, f) for s in steps] for f in fields))
+        vt = worker.build_verify(tree, bonus, seq_lens, mask_mode=mode)
+        greedy = eagle_fn.verify_greedy(cfg, vt, logits.argmax(-1))
+        target = eagle_fn.target_probs_from_logits(logits, temperature)
+        return tree, vt, greedy, eagle_fn.verify_sampling(cfg, vt, target, uniforms, final)
+
+    compiled = torch.compile(step, backend="eager", fullgraph=True, dynamic=True)
+    gen = torch.Generator().manual_seed(3)
+    counters.clear()
+    for bs in (3, 4, 7):
+        rows = [bs] + [bs * k] * (cfg.num_steps - 1)
+        probs = [torch.rand(r, k, generator=gen) for r in rows]
+        tokens = [torch.randint(0, 11, (r, k), generator=gen) for r in rows]
+        bonus, seq_lens = torch.randint(0, 11, (bs,), generator=gen), torch.arange(bs) + 9
+        logits, temperature = torch.randn(bs, n, 11, generator=gen), torch.rand(bs, generator=gen)
+        coins = eagle_fn.draw_uniforms(bs, n, generator=gen)
+        args = (probs, tokens, bonus, seq_lens, logits, temperature, *coins)
+        for got, want in zip(compiled(*args), step(*args), strict=True):
+            assert_trees_equal(got, want)
+    assert counters["stats"]["unique_graphs"] == 1
+    assert not counters["graph_break"]
+
+
+def test_a_chain_workers_constants_leave_the_callers_batch_dynamic():
+    # The chain verify constants are N = 4 wide; were their dims dynamic in the caller's
+    # graph, a first bs of 4 would be duck-sized onto N and that graph specialized to it.
+    cfg = eagle_fn.DraftConfig.chain(3)
+    worker = eagle_fn.DraftOrganizer(cfg, max_bs=8, device="cpu", compile=False)
+
+    def step(probs, tokens, bonus, seq_lens):
+        return worker.build_verify(worker.organize(probs, tokens), bonus, seq_lens)
+
+    compiled = torch.compile(step, backend="eager", fullgraph=True, dynamic=True)
+    counters.clear()
+    for bs in (4, 5, 7):
+        args = (torch.rand(bs, 3), torch.randint(0, 9, (bs, 3)), torch.zeros(bs, dtype=torch.int64))
+        assert_trees_equal(compiled(*args, torch.arange(bs)), step(*args, torch.arange(bs)))
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_the_max_batch_warning_leaves_the_callers_graph_alone():
+    # The worker's warned-once flag is read only outside a trace: read inside, it became a
+    # guard of the caller's graph, and the first eager warning recompiled that graph.
+    cfg = eagle_fn.DraftConfig.chain(3)
+    worker = eagle_fn.DraftOrganizer(cfg, max_bs=2, device="cpu", compile=False)
+    compiled = torch.compile(worker.organize, backend="eager", fullgraph=True, dynamic=True)
+    probs, tokens = torch.rand(5, 3), torch.randint(0, 9, (5, 3))
+    counters.clear()
+    assert_trees_equal(compiled(probs, tokens), eagle_fn.organize_multilayer(cfg, probs, tokens))
+    with pytest.warns(eagle_fn.MaxBatchWarning):
+        worker.organize(probs, tokens)
+    assert_trees_equal(compiled(probs, tokens), eagle_fn.organize_multilayer(cfg, probs, tokens))
+    assert counters["stats"]["unique_graphs"] == 1

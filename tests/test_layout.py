@@ -278,6 +278,12 @@ WIDE = DraftConfig(8, 5, 40)
             r"seq_lens_sum must be >= 0, got -1",
         ),
         (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, -SPEC_SEQ_LENS),
+            {"mask_mode": MaskMode.FULL},  # derived: the message names what it came from
+            ValueError,
+            r"sum\(seq_lens\) must be >= 0, got -14",
+        ),
+        (
             (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
             {"mask_mode": MaskMode.FULL, "seq_lens_sum": 2**62},
             ValueError,

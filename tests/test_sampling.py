@@ -478,6 +478,15 @@ def test_draw_uniforms_is_open_and_seeded():
     assert abs(many.mean().item() - 0.5) < 0.01
 
 
+@pytest.mark.parametrize("bs", [0, 1, 2])
+def test_draw_uniforms_has_a_fresh_tensors_strides(bs):
+    # A compiled graph guards on strides: a [1, N] view of the [1, N + 1] draw (stride N + 1)
+    # would compile one more graph at bs = 1 where the batch is otherwise dynamic.
+    coins = draw_uniforms(bs, 5, generator=torch.Generator().manual_seed(0))
+    assert coins.uniforms.stride() == (5, 1)
+    assert coins.final_uniforms.stride() == (1,)
+
+
 def test_runs_on_device(device):
     gen = torch.Generator().manual_seed(0)
     cfg = DraftConfig(3, 3, 8)

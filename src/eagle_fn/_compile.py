@@ -23,7 +23,7 @@ from ._dynamic import (
     compile_with_spec,
     torch_features,
 )
-from ._memo import memoized
+from ._memo import faking, memoized
 from ._modes import ENV_VAR
 from .config import DraftConfig
 from .contracts import Contract, shape_dims
@@ -86,6 +86,8 @@ def _eager_when_needed(
       (``torch._dynamo.config.recompile_limit``, 8 by default): each mask mode, grad mode,
       score dtype or input layout compiles one, and a ``fullgraph`` compile past the limit
       raises. Values stay exact; a warning, once, says the compiled path is being missed.
+    - A call under fake tensors (``FakeTensorMode``, ``make_fx``): the compiled code would
+      read their data pointers (a segfault on CPU), and FX cannot trace a compiled function.
 
     Inside a caller's torch.compile region the compiled call is traced as it is.
     """
@@ -99,7 +101,7 @@ def _eager_when_needed(
         if batch is not None and not torch.compiler.is_compiling():
             value = args[position] if position < len(args) else kwargs[name]
             rows = value[0] if batch.length is not None else value  # a list: its first step
-            if rows.shape[0] == 0:
+            if rows.shape[0] == 0 or faking():
                 return fn(*args, **kwargs)
         try:
             return compiled(*args, **kwargs)

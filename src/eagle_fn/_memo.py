@@ -32,7 +32,7 @@ def memoized(key: tuple[object, ...], build: Callable[[], _T], *, capturable: bo
     in the trace and never cached: fake tensors would break every real caller after it, and
     cached real ones break the trace.
     """
-    if _faking():
+    if faking():
         return build()
     value = _cache.get(key)
     if value is None:
@@ -54,7 +54,7 @@ def memoized(key: tuple[object, ...], build: Callable[[], _T], *, capturable: bo
     return cast(_T, value)
 
 
-def _faking() -> bool:
+def faking() -> bool:
     """Whether a fake-tensor mode is active (a dispatch mode first: the common case pays one
     C call; other modes, such as an op counter, see real cached values)."""
     return _get_current_dispatch_mode() is not None and detect_fake_mode() is not None
@@ -89,6 +89,10 @@ class CachedTensors:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_versions", self._tensor_versions())
+        # Fixed shapes: under a caller's torch.compile(dynamic=True) a dim left dynamic would
+        # be duck-sized onto an equal bs and specialize the caller's first graph to that bs.
+        for tensor in self._tensors().values():
+            torch._dynamo.mark_static(tensor)
 
     def _tensors(self) -> dict[str, Tensor]:
         values = {f.name: getattr(self, f.name) for f in fields(cast(Any, self))}

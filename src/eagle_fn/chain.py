@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.compiler import is_compiling
 
-from ._memo import CachedTensors, memoized
+from ._memo import CachedTensors, faking, memoized
 from .arguments import as_device, require_config, require_int, require_type
 from .config import DraftConfig
 from .contracts import Arg, contract
@@ -53,6 +53,8 @@ class RowViews(CachedTensors):
         if views is None:
             if not 0 <= bs <= self.max_bs:  # callers check first; a slice would just stop short
                 raise IndexError(f"{type(self).__name__}: bs = {bs} is outside 0..{self.max_bs}")
+            if faking():  # fake views, kept, would reach every real caller after the trace
+                return self.cut(bs)
             views = self.rows.setdefault(bs, self.cut(bs))  # atomic: racing threads share one
         return views
 

@@ -75,9 +75,9 @@ class Arg:
         """The argument's tensors; a list's type and length checked."""
         if self.later is None:
             return [value]
-        steps = f"num_steps = {cfg.num_steps} tensors"
-        require_type(where, name, value, (list, tuple), f"a list of {steps}")
-        if len(value) != cfg.num_steps:
+        if not isinstance(value, (list, tuple)) or len(value) != cfg.num_steps:
+            steps = f"num_steps = {cfg.num_steps} tensors"  # on failure only: a SymInt can't join
+            require_type(where, name, value, (list, tuple), f"a list of {steps}")
             raise ValueError(f"{where}: {name} must hold {steps}, got {len(value)}")
         return list(value)
 

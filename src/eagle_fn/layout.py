@@ -235,8 +235,7 @@ def retrieve_links(parent: Tensor) -> tuple[Tensor, Tensor]:
 
 def flat_node_index(parent: Tensor) -> Tensor:
     """``row * N + node`` for every node: ``[bs, N]``."""
-    bs, n = parent.shape
-    return torch.arange(bs * n, device=parent.device).view(bs, n)  # [bs, N]
+    return torch.arange(parent.numel(), device=parent.device).view_as(parent)  # [bs, N]
 
 
 def first_true(mask: Tensor) -> Tensor:
@@ -287,13 +286,15 @@ def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
 
 def full_mask_length(where: str, seq_lens: Tensor, n: int, seq_lens_sum: object) -> int:
     """The FULL mask's length, ``N * sum(seq_lens) + bs * N * N``."""
-    if seq_lens_sum is None:
-        seq_lens_sum = int(seq_lens.sum())  # the one host sync, avoidable by passing it
-    total = require_int(where, "seq_lens_sum", seq_lens_sum, 0)
+    name = "seq_lens_sum"
+    if seq_lens_sum is None:  # the one host sync, avoidable by passing it
+        name, seq_lens_sum = "sum(seq_lens)", int(seq_lens.sum())
+        if torch.compiler.is_compiling():  # unbacked in a caller's graph: asserted as it runs
+            torch._check(seq_lens_sum >= 0)
+            return n * seq_lens_sum + seq_lens.shape[0] * n * n
+    total = require_int(where, name, seq_lens_sum, 0)
     length = n * total + seq_lens.shape[0] * n * n
     if length >= 2**63:  # no tensor has that many elements: say which input, not where it broke
-        raise ValueError(
-            f"{where}: seq_lens_sum = {total} makes the FULL mask N * seq_lens_sum + bs * N * N "
-            f"= {length} elements long, past int64"
-        )
+        msg = f"makes the FULL mask N * seq_lens_sum + bs * N * N = {length} elements long"
+        raise ValueError(f"{where}: {name} = {total} {msg}, past int64")
     return length

@@ -72,7 +72,12 @@ def draw_uniforms(
         0, 2**UNIFORM_BITS, (bs, num_draft_tokens + 1), generator=generator, device=device
     )  # [bs, N + 1]
     coins = (2 * bins + 1).to(torch.float32) * 2.0 ** -(UNIFORM_BITS + 1)  # [bs, N + 1]
-    return Uniforms(coins[:, :-1].contiguous(), coins[:, -1].contiguous())
+    # Fresh strides: at bs 1 contiguous() would keep the [1, N + 1] buffer's, and a graph
+    # compiled with an unbacked bs guards on strides (one more graph for bs 1).
+    fresh = torch.contiguous_format
+    return Uniforms(
+        coins[:, :-1].clone(memory_format=fresh), coins[:, -1].clone(memory_format=fresh)
+    )
 
 
 def _check_coins(

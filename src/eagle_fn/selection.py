@@ -122,7 +122,9 @@ def next_step(
     expand = scores.unsqueeze(2) * topk_p.reshape(bs, k, k)  # [bs, k, k]
     flat = expand.flatten(1)  # [bs, k * k]
     sel = best_indices(flat, k)  # [bs, k] positions in 0..k*k-1, best first
-    tokens = topk_index.reshape(bs, k * k)  # [bs, k * k]
+    # A chain's [bs, 1] is already the shape; reshape would restride it at bs 1 (a column of
+    # a wider buffer turns (W, 1) into (1, 1)) and a compiled organize would compile again.
+    tokens = topk_index if k == 1 else topk_index.reshape(bs, k * k)  # [bs, k * k]
     rows = torch.arange(bs, device=sel.device).unsqueeze(1)  # [bs, 1]
     return DraftStep(
         input_ids=tokens.gather(1, sel).flatten(),  # [bs * k]

@@ -94,7 +94,7 @@ class DraftOrganizer:
         lead = checked[1][0] if isinstance(checked[1], (list, tuple)) else checked[1]
         if chain_path in self._constants and lead.shape[0] <= self.max_bs:  # all tensors have bs
             return self._fns[chain_path](self._constants[chain_path], *checked[taken])
-        if chain_path in self._constants and not self._warned and not torch.compiler.is_compiling():
+        if chain_path in self._constants and not torch.compiler.is_compiling() and not self._warned:
             self._warned = True
             warnings.warn(MaxBatchWarning.about(lead.shape[0], self.max_bs), stacklevel=3)
         return self._fns[general](*checked)
