@@ -68,7 +68,8 @@ class Arg:
         """One slot for each tensor the argument holds, named as messages print it."""
         if self.later is None:
             return [_Slot(name, self.shape, self.dtype)]
-        shapes = [self.shape] + [self.later] * (cfg.num_steps - 1)
+        # Not a list times num_steps: torch 2.11's dynamo cannot multiply by a symbolic int
+        shapes = [self.shape if i == 0 else self.later for i in range(cfg.num_steps)]
         return [_Slot(f"{name}[{i}]", shape, self.dtype) for i, shape in enumerate(shapes)]
 
     def flat(self, where: str, name: str, value: Any, cfg: Any) -> list[Any]:
