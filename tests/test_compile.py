@@ -1,5 +1,7 @@
 """Compiled mode: one graph per path over the batch sweep, no graph breaks, eager's values."""
 
+import threading
+
 import pytest
 import torch
 import torch._dynamo
@@ -11,6 +13,7 @@ from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
     MaskMode,
+    MaxBatchWarning,
     build_verify_tree,
     is_valid_tree,
     organize_multilayer,
@@ -146,6 +149,30 @@ def test_an_empty_batch_runs_eagerly(compiled_env, device):
         got = worker.build_verify(tree, rows, rows)
         assert_verify_equal(got, build_verify_tree(cfg, tree, rows, rows))
         assert graphs() == expected_graphs, bs
+
+
+def test_threads_after_the_first_compile_share_its_graph(compiled_env):
+    # docs/design.md asks for a warm-up from one thread: threads compiling at once each made
+    # a graph (torch holds is_compiling() true process-wide while any thread compiles).
+    cfg = DraftConfig.chain(3)
+    worker = DraftOrganizer(cfg, max_bs=2, device="cpu")  # bs 3 takes the compiled general path
+    gen = torch.Generator().manual_seed(7)
+    results = []
+
+    def organize():
+        topk_p, topk_index = multilayer(3, 3, gen, "cpu")
+        results.append((worker.organize(topk_p, topk_index), topk_p, topk_index))
+
+    with pytest.warns(MaxBatchWarning):
+        organize()
+    for _ in range(3):
+        thread = threading.Thread(target=organize)
+        thread.start()
+        thread.join()
+    assert len(results) == 4
+    for got, topk_p, topk_index in results:
+        assert_trees_equal(got, organize_multilayer(cfg, topk_p, topk_index))
+    assert graphs() == 1
 
 
 @pytest.mark.parametrize("cfg", [DraftConfig.chain(2), DraftConfig(2, 2, 4)], ids=str)
