@@ -235,3 +235,17 @@ def test_the_max_batch_warning_leaves_the_callers_graph_alone():
         worker.organize(probs, tokens)
     assert_trees_equal(compiled(probs, tokens), eagle_fn.organize_multilayer(cfg, probs, tokens))
     assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_chain_constants_are_built_outside_a_callers_graph():
+    # docs/design.md: the memo is not traceable, so constants are closed over, not looked up
+    # inside the region (as a worker holds them). Should a torch trace it, update the docs.
+    def looked_up(tokens):
+        constants = eagle_fn.chain_constants(CHAIN_CFG, max_bs=CONSTANTS.max_bs, device="cpu")
+        return eagle_fn.organize_chain(constants, tokens)
+
+    tokens = torch.arange(3 * CHAIN_CFG.num_steps).view(3, -1)
+    with pytest.raises(Unsupported):
+        torch.compile(looked_up, backend="eager", fullgraph=True)(tokens)
+    closed_over = torch.compile(lambda t: eagle_fn.organize_chain(CONSTANTS, t), fullgraph=True)
+    assert_trees_equal(closed_over(tokens), looked_up(tokens))
