@@ -223,19 +223,25 @@ def _final_row(q: Tensor, cur: Tensor, step: NodeStep, ended: Tensor) -> Tensor:
 def _emit(vt: VerifyTree, path: Tensor, accept_index: Tensor, token: Tensor) -> Tensor:
     """``predicts``: each accepted node's next accepted draft token, the last one's sampled token.
 
-    A looping tree may revisit a node; its next accepted child is the same every time, and
-    the final token is written last so that it wins, as in SGLang's sequential kernel.
+    Written in walk order, the final token last, and only into the request's own row (a
+    malformed ``retrieve_index`` elsewhere commits nothing, as in greedy verification). Of
+    writes to one slot (a looping tree, repeated entries) the last wins, as in SGLang's
+    sequential kernel: the earlier ones are dropped, so no index_put meets a duplicate.
     """
     bs, n = vt.retrieve_index.shape
-    flat = bs * n
+    flat, steps = bs * n, path.shape[1]
     nxt = path[:, 1:]  # [bs, S] the node accepted after each level
     drafted = vt.draft_tokens.view(bs, n).gather(1, nxt.clamp(min=0))  # [bs, S]
-    slot = torch.where(nxt >= 0, accept_index[:, :-1], flat).clamp(0, flat)  # [bs, S]
-    predicts = vt.draft_tokens.new_zeros(flat + 1)  # [bs * N + 1] slot flat discards
-    predicts = predicts.index_put((slot.flatten(),), drafted.flatten())
-    num = (path >= 0).sum(1)  # [bs] accepted nodes, the root included
-    last = accept_index.gather(1, (num - 1).unsqueeze(1)).squeeze(1).clamp(0, flat)  # [bs]
-    return predicts.index_put((last,), token)[:flat]
+    level = torch.arange(steps, device=path.device)  # [S + 1]
+    last = (path >= 0).sum(1, keepdim=True) - 1  # [bs, 1] the last accepted node's level
+    values = torch.where(level < last, torch.cat([drafted, token.unsqueeze(1)], 1), token[:, None])
+    start = torch.arange(bs, device=path.device).unsqueeze(1) * n  # [bs, 1]
+    own = (level <= last) & (accept_index >= start) & (accept_index < start + n)  # [bs, S + 1]
+    same = accept_index.unsqueeze(2) == accept_index.unsqueeze(1)  # [bs, S + 1, S + 1]
+    later = same & own.unsqueeze(1) & (level.view(1, 1, -1) > level.view(1, -1, 1))
+    slot = torch.where(own & ~later.any(2), accept_index, flat)  # [bs, S + 1] flat discards
+    predicts = vt.draft_tokens.new_zeros(flat + 1)  # [bs * N + 1]
+    return predicts.index_put((slot.flatten(),), values.flatten())[:flat]
 
 
 def _child_tokens(tokens: Tensor, children: Tensor, vocab: int) -> Tensor:

@@ -36,18 +36,24 @@ def organized_tree(cfg, bs, gen, vocab, kind="smooth"):
     return vt._replace(draft_tokens=vt.draft_tokens % vocab)
 
 
-def random_links(cfg, bs, gen, vocab):
+def random_links(cfg, bs, gen, vocab, scramble_index=False):
     """A verify tree with arbitrary links: cycles, self-links, shared children, links outside
-    [-1, N) (which end a list), and tokens that are sometimes outside [0, vocab)."""
+    [-1, N) (which end a list), and tokens that are sometimes outside [0, vocab). With
+    ``scramble_index`` about a third of the retrieve_index entries are any of -2..bs*N+1:
+    negative, past the end, repeated, or in another request's row."""
     n = cfg.num_draft_tokens
     first = torch.randint(-3, n + 3, (bs, n), generator=gen)
     sibling = torch.randint(-3, n + 3, (bs, n), generator=gen)
     tokens = torch.randint(-2, vocab + 2, (bs * n,), generator=gen)
+    index = torch.arange(bs * n).view(bs, n)
+    if scramble_index:
+        scrambled = torch.randint(-2, bs * n + 2, (bs, n), generator=gen)
+        index = torch.where(torch.rand(bs, n, generator=gen) < 0.35, scrambled, index)
     return VerifyTree(
         draft_tokens=tokens,
         positions=torch.zeros(bs * n, dtype=I64),
         tree_mask=torch.ones(bs * n * n, dtype=torch.bool),
-        retrieve_index=torch.arange(bs * n).view(bs, n),
+        retrieve_index=index,
         retrieve_next_token=first,
         retrieve_next_sibling=sibling,
     )
@@ -134,11 +140,11 @@ def tree_cases(max_bs, max_vocab):
     )
 
 
-def links_case(cfg, bs, row_kind, coin_kind, thresholds, seed, dtype):
-    """A case on random_links over a vocabulary of 10: cycles, self-links, shared children and
-    out-of-vocabulary tokens."""
+def links_case(cfg, bs, row_kind, coin_kind, thresholds, seed, dtype, scramble_index):
+    """A case on random_links over a vocabulary of 10: cycles, self-links, shared children,
+    out-of-vocabulary tokens and, with ``scramble_index``, any retrieve_index entries."""
     gen = torch.Generator().manual_seed(seed)
-    vt = random_links(cfg, bs, gen, vocab=10)
+    vt = random_links(cfg, bs, gen, vocab=10, scramble_index=scramble_index)
     q = target_rows(vt, 10, gen, row_kind, dtype)
     return SamplingCase(cfg, vt, q, *coins(bs, cfg.num_draft_tokens, gen, coin_kind), thresholds)
 
@@ -153,6 +159,7 @@ def links_cases(max_bs, coin_kinds=COIN_KINDS, dtype=torch.float32):
         thresholds=st.sampled_from(THRESHOLDS),
         seed=SEEDS,
         dtype=st.just(dtype),
+        scramble_index=st.booleans(),
     )
 
 

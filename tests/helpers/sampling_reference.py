@@ -107,9 +107,10 @@ def verify_sampling(
             row[x] = zero
         final = sample_row(row, finals[b])
         flat = [index[b][j] for j in path]
-        for level in range(len(path) - 1):
-            predicts[flat[level]] = tokens[b * n + path[level + 1]]
-        predicts[flat[-1]] = final
+        emitted = [tokens[b * n + j] for j in path[1:]] + [final]
+        for slot, token in zip(flat, emitted, strict=True):  # walk order: the last write wins
+            if b * n <= slot < (b + 1) * n:  # a request writes only its own row
+                predicts[slot] = token
         accept.append(flat + [-1] * (steps + 1 - len(flat)))
         counts.append(len(path) - 1)
     return accept, counts, predicts

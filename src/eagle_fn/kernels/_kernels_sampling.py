@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from ._floats import widen
-from ._walk import walk
+from ._walk import own_slot, walk
 
 
 # The ints that change with the batch size only bound indices and loops: unspecialized, one
@@ -45,7 +45,7 @@ def verify_sampling_kernel(
     coin = widen(tl.load(final_ptr + row), WIDE).to(tl.float64)
     start = (base + cur) * vocab
     blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS] the final row's blocks, both shapes
-    slot = tl.minimum(tl.maximum(last, 0), total_nodes)
+    slot = own_slot(last, base, n, total_nodes)
     num_blocks = tl.cdiv(vocab, BLOCK_V)
     _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop, vocab,
                 num_blocks, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS, PER_PROGRAM)  # fmt: skip

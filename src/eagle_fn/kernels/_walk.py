@@ -46,7 +46,7 @@ def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, 
                                        threshold_single, threshold_acc, HAS_DRAFT, WIDE,
                                        BLOCK_N)  # fmt: skip
         accepted = alive & (chosen >= 0)
-        slot = tl.minimum(tl.maximum(last, 0), total_nodes)
+        slot = own_slot(last, base, n, total_nodes)
         tl.store(predicts_ptr + slot, _pick(nodes[0], chosen),
                  mask=write & accepted & (slot < total_nodes))  # fmt: skip
         rejected = tl.where(alive & ~accepted, tried, rejected)
@@ -59,6 +59,13 @@ def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, 
         alive = accepted
     tl.store(num_ptr + row, count, mask=write)
     return cur, last, rejected, dropped
+
+
+@triton.jit
+def own_slot(index, base, n, total_nodes):
+    """``index`` where it lies in the request's own row, else ``total_nodes`` (no store):
+    a malformed ``retrieve_index`` never writes into another request's row."""
+    return tl.where((index >= base) & (index < base + n), index, total_nodes)
 
 
 @triton.jit
