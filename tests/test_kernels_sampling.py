@@ -272,6 +272,27 @@ def test_looping_siblings_and_unknown_tokens(coin, accepted):
     check(cfg, vt, q, u, final)
 
 
+def test_target_only_tries_n_children():
+    # The root's first child is the root itself, its siblings run 0 -> 1 -> .. -> 4 -> 0: N
+    # distinct nodes. Only node 4's token has mass (0.5), and coin 0.4 accepts it on the N-th
+    # try, the last the walk makes; its row [0, 0, .25, .75] then draws token 3 at u = 0.5.
+    n = 5
+    vt = VerifyTree(
+        draft_tokens=torch.tensor([3, 3, 3, 3, 1]),
+        positions=torch.zeros(n, dtype=torch.int64),
+        tree_mask=torch.ones(n * n, dtype=torch.bool),
+        retrieve_index=torch.arange(n).view(1, n),
+        retrieve_next_token=torch.tensor([[0, -1, -1, -1, -1]]),
+        retrieve_next_sibling=torch.tensor([[1, 2, 3, 4, 0]]),
+    )
+    q = torch.zeros(1, n, 4)
+    q[0, 0], q[0, 4] = torch.tensor([0.5, 0.5, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.25, 0.75])
+    cfg, u, final = DraftConfig(n, 1, n), torch.full((1, n), 0.4), torch.tensor([0.5])
+    want = verify_sampling(cfg, vt, q, u, final)
+    assert [t.tolist() for t in want] == [[[0, 4]], [1], [1, 0, 0, 0, 3]]
+    check(cfg, vt, q, u, final)
+
+
 @pytest.mark.parametrize("coin", [0.0, 0.5], ids=["accepted", "rejected"])
 def test_tokens_beyond_32_bits(coin):
     # Tokens anywhere in int64 (outside the vocabulary: probability 0), which the walk's
