@@ -23,7 +23,7 @@ from eagle_fn.kernels import sampling as ksampling
 from eagle_fn.profiling import count_kernels
 from helpers.asserts import on
 from helpers.kernel_support import without_interpreter
-from helpers.sampling_cases import EDGE_CASES
+from helpers.sampling_cases import EDGE_CASES, WIDE_CFG, WIDE_VT
 from helpers.sampling_inputs import (
     THRESHOLDS,
     chain_cases,
@@ -99,6 +99,31 @@ def test_edge_cases(name):
                                     final.to(DEVICE), threshold_single=single, threshold_acc=acc,
                                     draft_probs=None if p is None else p.to(DEVICE))  # fmt: skip
     assert [t.tolist() for t in got] == expected
+
+
+def test_float64_probabilities_take_thresholds_rounded_to_float32():
+    # float64 rows compare in float64, but with the thresholds rounded to float32 first.
+    # 2**-150 rounds to 0: q = 0 >= 0 accepts node 1, as with float32 rows.
+    case, expected = EDGE_CASES["tiny_single_rounds_to_zero"]
+    q = case.target_probs.double()
+    check(case.cfg, case.verify_tree, q, case.uniforms, case.final_uniforms, (2.0**-150, 1.0))
+    want = verify_sampling(*case[:2], q, *case[3:5], threshold_single=2.0**-150)
+    assert [t.tolist() for t in want] == expected
+    # float32(0.1) > 0.1: node 1's limit 0.1 / float32(0.1) is just below 1 and the coin
+    # 1 - 2**-40 above it; node 2 (acc 0.3) is accepted, and its row draws token 2 at u = 0.5.
+    q = torch.tensor([[0.1, 0.2, 0.3, 0.4]] * 4, dtype=torch.float64)
+    u, final = torch.full((1, 4), 1 - 2.0**-40, dtype=torch.float64), torch.tensor([0.5])
+    check(WIDE_CFG, WIDE_VT, q, u, final, (1.0, 0.1))
+    want = verify_sampling(WIDE_CFG, WIDE_VT, q, u, final, threshold_acc=0.1)
+    assert [t.tolist() for t in want] == [[[0, 2]], [1], [1, 0, 2, 0]]
+    # 1e39 rounds to +inf, a limit of 0: the coin 1e-45 rejects every child (1e-45 <= 0.1 /
+    # 1e39 would accept node 1); the root's row without tokens 0..2 draws token 3.
+    u = torch.full((1, 4), 1e-45, dtype=torch.float64)
+    check(WIDE_CFG, WIDE_VT, q, u, final, (1e39, 1e39))
+    want = verify_sampling(
+        WIDE_CFG, WIDE_VT, q, u, final, threshold_single=1e39, threshold_acc=1e39
+    )
+    assert [t.tolist() for t in want] == [[[0, -1]], [0], [3, 0, 0, 0]]
 
 
 @pytest.mark.parametrize("thresholds", [*THRESHOLDS[:2], *THRESHOLDS[-2:]])
