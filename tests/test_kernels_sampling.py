@@ -167,13 +167,15 @@ def test_vocabulary_wider_than_a_block():
 
 # Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request, a block or
 # four a load; one program per block; four blocks a load, so that 7 blocks leave the last
-# load one past the row's end; about 8 programs in all, so that a program loops over loads.
+# load one past the row's end; about 8 programs in all, so that a program loops over loads;
+# 32 in all, which at bs 16 gives a request 2 programs of 4 loads (of its 7 blocks) each.
 SHAPES = {
     "single": (False, 1, 1),
     "single4": (False, 4, 1),
     "split": (True, 1, 10**6),
     "split4": (True, 4, 10**6),
     "chunked": (True, 1, 8),
+    "chunked_split": (True, 1, 32),
 }
 SPLITS = pytest.mark.parametrize("split", list(SHAPES))
 SMALL_BLOCK = 8  # many blocks on a vocabulary the interpreter runs quickly
