@@ -23,7 +23,7 @@ from eagle_fn.kernels import sampling as ksampling
 from eagle_fn.profiling import count_kernels
 from helpers.asserts import on
 from helpers.kernel_support import without_interpreter
-from helpers.sampling_cases import EDGE_CASES
+from helpers.sampling_cases import EDGE_CASES, WIDE_CFG, WIDE_VT
 from helpers.sampling_inputs import (
     THRESHOLDS,
     chain_cases,
@@ -101,6 +101,31 @@ def test_edge_cases(name):
     assert [t.tolist() for t in got] == expected
 
 
+def test_float64_probabilities_take_thresholds_rounded_to_float32():
+    # float64 rows compare in float64, but with the thresholds rounded to float32 first.
+    # 2**-150 rounds to 0: q = 0 >= 0 accepts node 1, as with float32 rows.
+    case, expected = EDGE_CASES["tiny_single_rounds_to_zero"]
+    q = case.target_probs.double()
+    check(case.cfg, case.verify_tree, q, case.uniforms, case.final_uniforms, (2.0**-150, 1.0))
+    want = verify_sampling(*case[:2], q, *case[3:5], threshold_single=2.0**-150)
+    assert [t.tolist() for t in want] == expected
+    # float32(0.1) > 0.1: node 1's limit 0.1 / float32(0.1) is just below 1 and the coin
+    # 1 - 2**-40 above it; node 2 (acc 0.3) is accepted, and its row draws token 2 at u = 0.5.
+    q = torch.tensor([[0.1, 0.2, 0.3, 0.4]] * 4, dtype=torch.float64)
+    u, final = torch.full((1, 4), 1 - 2.0**-40, dtype=torch.float64), torch.tensor([0.5])
+    check(WIDE_CFG, WIDE_VT, q, u, final, (1.0, 0.1))
+    want = verify_sampling(WIDE_CFG, WIDE_VT, q, u, final, threshold_acc=0.1)
+    assert [t.tolist() for t in want] == [[[0, 2]], [1], [1, 0, 2, 0]]
+    # 1e39 rounds to +inf, a limit of 0: the coin 1e-45 rejects every child (1e-45 <= 0.1 /
+    # 1e39 would accept node 1); the root's row without tokens 0..2 draws token 3.
+    u = torch.full((1, 4), 1e-45, dtype=torch.float64)
+    check(WIDE_CFG, WIDE_VT, q, u, final, (1e39, 1e39))
+    want = verify_sampling(
+        WIDE_CFG, WIDE_VT, q, u, final, threshold_single=1e39, threshold_acc=1e39
+    )
+    assert [t.tolist() for t in want] == [[[0, -1]], [0], [3, 0, 0, 0]]
+
+
 @pytest.mark.parametrize("thresholds", [*THRESHOLDS[:2], *THRESHOLDS[-2:]])
 @pytest.mark.parametrize("row_kind", ["ties", "agree", "nan"])
 def test_tree_table(thresholds, row_kind):
@@ -142,13 +167,15 @@ def test_vocabulary_wider_than_a_block():
 
 # Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request, a block or
 # four a load; one program per block; four blocks a load, so that 7 blocks leave the last
-# load one past the row's end; about 8 programs in all, so that a program loops over loads.
+# load one past the row's end; about 8 programs in all, so that a program loops over loads;
+# 32 in all, which at bs 16 gives a request 2 programs of 4 loads (of its 7 blocks) each.
 SHAPES = {
     "single": (False, 1, 1),
     "single4": (False, 4, 1),
     "split": (True, 1, 10**6),
     "split4": (True, 4, 10**6),
     "chunked": (True, 1, 8),
+    "chunked_split": (True, 1, 32),
 }
 SPLITS = pytest.mark.parametrize("split", list(SHAPES))
 SMALL_BLOCK = 8  # many blocks on a vocabulary the interpreter runs quickly
@@ -269,6 +296,27 @@ def test_looping_siblings_and_unknown_tokens(coin, accepted):
     want = verify_sampling(cfg, vt, q, u, final)
     assert want.num_accepted.tolist() == [accepted]
     assert final_tokens(want).tolist() == [2 if accepted else 5]
+    check(cfg, vt, q, u, final)
+
+
+def test_target_only_tries_n_children():
+    # The root's first child is the root itself, its siblings run 0 -> 1 -> .. -> 4 -> 0: N
+    # distinct nodes. Only node 4's token has mass (0.5), and coin 0.4 accepts it on the N-th
+    # try, the last the walk makes; its row [0, 0, .25, .75] then draws token 3 at u = 0.5.
+    n = 5
+    vt = VerifyTree(
+        draft_tokens=torch.tensor([3, 3, 3, 3, 1]),
+        positions=torch.zeros(n, dtype=torch.int64),
+        tree_mask=torch.ones(n * n, dtype=torch.bool),
+        retrieve_index=torch.arange(n).view(1, n),
+        retrieve_next_token=torch.tensor([[0, -1, -1, -1, -1]]),
+        retrieve_next_sibling=torch.tensor([[1, 2, 3, 4, 0]]),
+    )
+    q = torch.zeros(1, n, 4)
+    q[0, 0], q[0, 4] = torch.tensor([0.5, 0.5, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.25, 0.75])
+    cfg, u, final = DraftConfig(n, 1, n), torch.full((1, n), 0.4), torch.tensor([0.5])
+    want = verify_sampling(cfg, vt, q, u, final)
+    assert [t.tolist() for t in want] == [[[0, 4]], [1], [1, 0, 0, 0, 3]]
     check(cfg, vt, q, u, final)
 
 

@@ -233,6 +233,15 @@ def test_full_mask_with_any_seq_lens_sum(seq_lens_sum, device):
     check_build(SPEC_CFG, tree, bonus, seq_lens, MaskMode.FULL, seq_lens_sum=seq_lens_sum)
 
 
+def test_full_mask_offsets_past_256_requests(device):
+    # A request's FULL block starts after the seq_lens of every earlier one, summed 256 at a
+    # time: requests 256 and later need the second chunk of the sum. A chain of 2 tokens.
+    cfg, bs = DraftConfig.chain(1), 260
+    gen = torch.Generator().manual_seed(bs)
+    tree = on(organize_tree(cfg, *draft_lists(cfg, bs, gen)), device)
+    check_build(cfg, tree, *random_rows(bs, gen, device, high=5), MaskMode.FULL)
+
+
 @pytest.mark.parametrize("name", FULL_EDGE_CASES)
 def test_full_mask_with_huge_and_negative_seq_lens(name, device):
     # Cells whose int64 offsets wrap or fall below 0 are dropped by both, as in the reference.

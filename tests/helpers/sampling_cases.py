@@ -33,6 +33,14 @@ def chain(coins, final, *, q0=None, p0=None, tokens=None):
     return SamplingCase(CHAIN_CFG, vt, q, t([coins]), t([final]), draft_probs=p)
 
 
+def chain_with_sibling():
+    """CHAIN_VT whose node 1 has node 2 as its next sibling, a link no chain has; coin 0.99
+    rejects node 1, and node 2 would pass (0.99 * 0.2 <= 0.2) if it were tried."""
+    links = {"retrieve_next_token": t([[1, -1, -1]]), "retrieve_next_sibling": t([[-1, 2, -1]])}
+    vt = CHAIN_VT._replace(**links)
+    return SamplingCase(CHAIN_CFG, vt, t(Q), t([[0.99, 0.5, 0.5]]), t([0.75]), draft_probs=t(P))
+
+
 # test_sampling's tree (topk 2): root -> node 1 (token 7), node 2 (token 9); node 1 -> node 3.
 TREE_CFG = DraftConfig(2, 2, 4)
 TREE_VT = build_verify_tree(
@@ -110,6 +118,16 @@ EDGE_CASES = {
         chain([0.0, 0.5, 0.5], 0.5, q0=[0.4, 0.0, 0.4, 0.2], p0=[0.0, 0.8, 0.2, 0.0]),
         [[[0, -1, -1]], [0], [2, 0, 0]],
     ),
+    # coin * p == q exactly (0.5 * 0.75 = 0.375) accepts: the rule is coin * p <= q. Node 2
+    # is rejected (0.5 * 0.75 > 0.3); relu(Q1 - P1) = [0.25, 0, 0, 0.2], u = 0.3375: token 3.
+    "draft_coin_times_p_equals_q": (
+        chain([0.5, 0.5, 0.5], 0.75, q0=[0.25, 0.375, 0.25, 0.125], p0=[0.0, 0.75, 0.25, 0.0]),
+        [[[0, 1, -1]], [1], [1, 3, 0]],
+    ),
+    # With draft_probs only a node's first child is tried, whatever its sibling links say:
+    # node 1 is rejected (0.99 * 0.8 > 0.6), its sibling never tried. relu(Q0 - P0) =
+    # [0.1, 0, 0, 0.1], u = 0.15: token 3.
+    "draft_ignores_siblings": (chain_with_sibling(), [[[0, -1, -1]], [0], [3, 0, 0]]),
     # Token 9 outside [0, V): q = p = 0, rejected; relu(Q0 - P0) = [0.1, 0, 0, 0.1], u = 0.15.
     "draft_outside_vocab_at_root": (
         chain([0.999, 0.999, 0.5], 0.75, tokens=[0, 9, 2]),
