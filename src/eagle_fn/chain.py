@@ -82,7 +82,8 @@ class ChainConstants(RowViews):
 
     Contiguous int64 (made with ``repeat``, not ``expand``: downstream kernels read raw
     memory) and shared by every caller with the same key: treat them as read-only.
-    ``rows[bs]`` is ``(parents[:bs], score_indices[:bs])``, the views eager calls return.
+    ``rows[bs]``, from an eager call's first use of ``bs`` on, holds the views eager calls
+    return: ``(parents[:bs], score_indices[:bs])``.
     """
 
     config: DraftConfig
@@ -101,8 +102,8 @@ class ChainConstants(RowViews):
 class ChainVerifyConstants(RowViews):
     """A chain's verify buffers for ``bs <= max_bs`` rows: node ``t`` sits under ``t - 1``.
 
-    ``rows[bs]`` holds the first ``bs`` rows of the links, of ``visible`` and of
-    ``bitpacked`` (``bs * N`` entries).
+    ``rows[bs]``, from an eager call's first use of ``bs`` on, holds the first ``bs`` rows
+    of the links, of ``visible`` and of ``bitpacked`` (``bs * N`` entries).
     """
 
     config: DraftConfig

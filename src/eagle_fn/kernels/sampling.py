@@ -14,8 +14,8 @@ in the same type, and divides with IEEE rounding). The final token is equal when
 float64 running sums of the final row are exact (as for dyadic probabilities such as 0.25),
 because this kernel sums within blocks as a tree and across them as a scan, and the torch
 function with ``torch.cumsum`` (sequential on a CPU); otherwise they can differ only where
-a running sum ties ``coin * total`` within rounding. ``predicts`` is then equal too, given
-``retrieve_index = row * N + node`` (each request's programs zero and write its own slots).
+a running sum ties ``coin * total`` within rounding. ``predicts`` is then equal too, for any
+``retrieve_index``: each request's programs zero and write only its own row, in walk order.
 No product feeds a sum, so FMA fusion cannot change a rounding.
 """
 
