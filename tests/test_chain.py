@@ -55,7 +55,7 @@ def test_same_arguments_return_the_same_objects():
 
 
 def test_row_views_are_cut_on_first_use_and_kept(fresh_cache):
-    # Cutting every bs up front took 3.2 s and about 300 MB of views at max_bs 65536.
+    # Cutting every bs up front took seconds and about 300 MB of views at max_bs 65536.
     worker = DraftOrganizer(DraftConfig.chain(3), max_bs=65536, device="cpu", compile=False)
     c = chain_constants(DraftConfig.chain(3), max_bs=65536, device="cpu")
     assert c.rows == {}
