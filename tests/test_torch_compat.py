@@ -254,6 +254,27 @@ def test_only_the_recompile_limit_sends_a_call_to_the_eager_function():
         _compile._eager_when_needed(_scaled, failing, shapes)(torch.ones(2))
 
 
+def test_the_recompile_limit_warning_names_the_workers_caller():
+    # The stack the warning skips, as a worker builds it: the compiled call, _route, the method.
+    limit_hit = importlib.import_module("torch._dynamo.exc").FailOnRecompileLimitHit
+
+    def refusing(x):
+        raise limit_hit("recompile limit reached")
+
+    compiled = _compile._eager_when_needed(_scaled, refusing, {"x": _compile.Batch(1)})
+
+    def route(x):
+        return compiled(x)
+
+    def method(x):
+        return route(x)
+
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.warns(UserWarning, match="recompile limit") as caught:
+        method(torch.ones(2))
+    assert (caught[0].filename, caught[0].lineno) == (__file__, line)
+
+
 def test_compiling_disabled_returns_the_function_itself():
     shapes = {"topk_index": _compile.Batch(2)}
     assert _compile.compile_fn(_organize_chain, enabled=False, shapes=shapes) is _organize_chain

@@ -88,9 +88,7 @@ def _eager_when_needed(
       raises. Values stay exact; a warning, once, says the compiled path is being missed.
     - A call under fake tensors (``FakeTensorMode``, ``make_fx``): the compiled code would
       read their data pointers (a segfault on CPU), and FX cannot trace a compiled function.
-
-    Inside a caller's torch.compile region the compiled call is traced as it is.
-    """
+    Inside a caller's torch.compile region the compiled call is traced as it is."""
     batches = [(name, arg) for name, arg in shapes.items() if isinstance(arg, Batch)]
     name, batch = batches[0] if batches else ("", None)
     position = list(inspect.signature(fn).parameters).index(name) if batches else -1
@@ -110,15 +108,19 @@ def _eager_when_needed(
                 raise
             if not warned:
                 warned.append(True)
-                warnings.warn(
-                    f"eagle_fn: the compiled {fn.__name__} reached torch._dynamo's recompile "
-                    f"limit (one graph per mask mode, grad mode, dtype and input layout); "
-                    f"calls needing a new graph run eagerly",
-                    stacklevel=4,  # past the worker's _route and method: its caller
-                )
+                _warn_limit_hit(fn)
             return fn(*args, **kwargs)
 
     return call
+
+
+def _warn_limit_hit(fn: Callable[..., Any]) -> None:
+    warnings.warn(
+        f"eagle_fn: the compiled {fn.__name__} reached torch._dynamo's recompile limit (one "
+        f"graph per mask mode, grad mode, dtype and input layout); calls needing a new graph "
+        f"run eagerly",
+        stacklevel=5,  # past this, the compiled call, the worker's _route and method: its caller
+    )
 
 
 @functools.cache
