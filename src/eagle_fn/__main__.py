@@ -126,8 +126,8 @@ def cost_table(device: torch.device) -> None:
     topk_p = torch.rand(BS, 5, generator=gen).to(device)
     topk_index = torch.randint(0, 32000, (BS, 5), generator=gen).to(device)
     chain_tree = worker.organize(topk_p, topk_index)
-    bonus = torch.zeros(BS, dtype=torch.int64, device=device)
-    seq_lens = torch.full((BS,), 100, device=device)
+    bonus = torch.zeros(BS, dtype=torch.int64, device=device)  # [bs]
+    seq_lens = torch.full((BS,), 100, device=device)  # [bs]
     tree_cfg = DraftConfig(topk=4, num_steps=4, num_draft_tokens=16)
     tree_worker = DraftOrganizer(tree_cfg, max_bs=BS, device=device)
     _, draft = models_on(device)

@@ -170,7 +170,7 @@ def valid_tree_core(cfg: DraftConfig, parent_list: Tensor, top_scores_index: Ten
 
 def verify_tokens(bonus_tokens: Tensor, draft_tokens: Tensor) -> Tensor:
     """``[bonus, d_1, .., d_{N-1}]`` per request, flattened: ``[bs], [bs, N-1] -> [bs * N]``."""
-    return torch.cat([bonus_tokens.unsqueeze(1), draft_tokens], dim=1).flatten()
+    return torch.cat([bonus_tokens.unsqueeze(1), draft_tokens], dim=1).flatten()  # [bs * N]
 
 
 def parent_nodes(cfg: DraftConfig, parent_list: Tensor, top_scores_index: Tensor) -> Tensor:
@@ -190,7 +190,7 @@ def parent_nodes(cfg: DraftConfig, parent_list: Tensor, top_scores_index: Tensor
         in_table = (slot > 0) & (slot < width) & (position >= 0)
         linked = torch.where(in_table, position + 1, -1)  # [bs, N - 1] parent node
     else:
-        linked = torch.full_like(sel, -1)  # a one-step draft has no parent table
+        linked = torch.full_like(sel, -1)  # [bs, N - 1]: a one-step draft has no parent table
     parent = torch.where(slot == 0, 0, linked)  # [bs, N - 1]
     root = torch.full_like(parent[:, :1], -1)  # [bs, 1]
     return torch.cat([root, parent], dim=1)  # [bs, N]
@@ -242,8 +242,8 @@ def first_true(mask: Tensor) -> Tensor:
     """Index of the first True along the last dim, -1 when none: ``[..., n] -> [...]``."""
     n = mask.shape[-1]
     index = torch.arange(n, device=mask.device)  # [n]
-    first = torch.where(mask, index, n).amin(-1)  # n when none
-    return torch.where(first < n, first, -1)
+    first = torch.where(mask, index, n).amin(-1)  # [...], n when none
+    return torch.where(first < n, first, -1)  # [...]
 
 
 def layout_mask(visible: Tensor, seq_lens: Tensor, mode: MaskMode, total: int) -> Tensor:
@@ -262,7 +262,7 @@ def bitpack(visible: Tensor) -> Tensor:
         n, device=visible.device
     )  # [N] 1, 2, 4, ...
     packed = (visible * weights).sum(-1)  # [bs, N] int64
-    return packed.flatten().to(bitpacked_dtype(n))
+    return packed.flatten().to(bitpacked_dtype(n))  # [bs * N]
 
 
 def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
@@ -281,7 +281,7 @@ def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
     inside = (cell >= 0) & (cell < total)  # [bs, N, N]
     cell = torch.where(inside, cell, total)  # [bs, N, N]; index total is a discard slot
     mask = torch.ones(total + 1, dtype=torch.bool, device=visible.device)  # [total + 1]
-    return mask.index_put((cell.flatten(),), visible.flatten())[:total]
+    return mask.index_put((cell.flatten(),), visible.flatten())[:total]  # [total]
 
 
 def full_mask_length(where: str, seq_lens: Tensor, n: int, seq_lens_sum: object) -> int:

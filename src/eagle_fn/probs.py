@@ -133,7 +133,7 @@ def target_probs_from_logits(
     if top_k is not None or top_p is not None:
         probs = _renormalize(probs * _top_k_top_p_mask(probs, top_k, top_p))  # [bs, N, V]
     onehot = torch.zeros_like(probs).scatter_(-1, x.argmax(-1, keepdim=True), 1.0)  # [bs, N, V]
-    return torch.where(greedy, onehot, probs).reshape(logits.shape)  # logits' shape
+    return torch.where(greedy, onehot, probs).reshape(logits.shape)  # [bs, N, V] or [bs * N, V]
 
 
 def _top_k_top_p_mask(probs: Tensor, top_k: Tensor | None, top_p: Tensor | None) -> Tensor:
@@ -177,7 +177,7 @@ def sample_from_row(row: Tensor, coin: Tensor) -> Tensor:
     target = coin.to(torch.float64) * running[:, -1]  # [bs]
     hit = positive & (running > target.unsqueeze(1))  # [bs, V]
     last_positive = vocab - 1 - positive.flip(1).to(torch.uint8).argmax(1)  # [bs] V-1 if none
-    return torch.where(hit.any(1), hit.to(torch.uint8).argmax(1), last_positive)
+    return torch.where(hit.any(1), hit.to(torch.uint8).argmax(1), last_positive)  # [bs]
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

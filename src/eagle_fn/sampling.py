@@ -104,7 +104,7 @@ def sampling_core(
             verify_tree, q, coins, threshold_single, max(threshold_acc, THRESHOLD_ACC_FLOOR)
         )
     else:
-        step = _draft_step(verify_tree, q, p.reshape(q.shape).to(dtype), coins)
+        step = _draft_step(verify_tree, q, p.reshape(q.shape).to(dtype), coins)  # p [bs, N, V]
     return _walk(cfg, verify_tree, q, final_uniforms.to(dtype), step)
 
 
@@ -133,7 +133,7 @@ def _target_only_step(
     chosen = children.gather(2, first.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # [bs, N]
     child = torch.where(first >= 0, chosen, -1)  # [bs, N]
     # Only a node that accepts nothing ends the walk there: all its tried children go.
-    return NodeStep(child, tried & (first < 0).unsqueeze(-1), tokens, None)
+    return NodeStep(child, tried & (first < 0).unsqueeze(-1), tokens, None)  # rejected [bs, N, N]
 
 
 def _draft_step(vt: VerifyTree, q: Tensor, p: Tensor, coins: Tensor) -> NodeStep:
@@ -141,12 +141,12 @@ def _draft_step(vt: VerifyTree, q: Tensor, p: Tensor, coins: Tensor) -> NodeStep
     head = vt.retrieve_next_token
     child = end_outside(head, n)  # [bs, N] a chain's only child
     tokens = _child_tokens(vt.draft_tokens.view(bs, n), torch.where(child >= 0, child, n)
-                           .unsqueeze(-1), vocab)  # fmt: skip
+                           .unsqueeze(-1), vocab)  # [bs, N, 1]  # fmt: skip
     qx, px = _probs_at(q, tokens).squeeze(-1), _probs_at(p, tokens).squeeze(-1)  # [bs, N]
     # q(x) = 0 is never accepted (min(1, q/p) = 0), even where coin * p(x) <= 0.
     accept = (child >= 0) & (qx > 0) & (coins * px <= qx)  # [bs, N]
     rejected = ((child >= 0) & ~accept).unsqueeze(-1)  # [bs, N, 1]
-    return NodeStep(torch.where(accept, child, -1), rejected, tokens, p)
+    return NodeStep(torch.where(accept, child, -1), rejected, tokens, p)  # child [bs, N]
 
 
 def child_lists(next_token: Tensor, next_sibling: Tensor) -> Tensor:
@@ -193,7 +193,7 @@ def _walk(
         child = step.child.gather(1, cur.unsqueeze(1)).squeeze(1)  # [bs]
         alive = alive & (child >= 0)
         cur = torch.where(alive, child, cur)  # [bs]
-        nodes.append(torch.where(alive, cur, -1))
+        nodes.append(torch.where(alive, cur, -1))  # [bs]
     path = torch.stack(nodes, dim=1)  # [bs, S + 1] accepted nodes, -1 padded
     num_accepted = (path[:, 1:] >= 0).sum(1)  # [bs]
     # The walk ends on a rejection unless every level accepted (or the node had no child).
@@ -217,7 +217,7 @@ def _final_row(q: Tensor, cur: Tensor, step: NodeStep, ended: Tensor) -> Tensor:
     tokens = step.tokens.gather(1, at.expand(-1, 1, step.tokens.shape[2])).squeeze(1)  # [bs, N]
     drop = torch.where(rejected & ended.view(bs, 1), tokens, vocab)  # [bs, N] V: keep
     mask = torch.zeros(bs, vocab + 1, dtype=torch.bool, device=q.device)  # [bs, V + 1]
-    return torch.where(mask.scatter_(1, drop, True)[:, :vocab], 0.0, row)
+    return torch.where(mask.scatter_(1, drop, True)[:, :vocab], 0.0, row)  # [bs, V]
 
 
 def _emit(vt: VerifyTree, path: Tensor, accept_index: Tensor, token: Tensor) -> Tensor:
@@ -241,7 +241,7 @@ def _emit(vt: VerifyTree, path: Tensor, accept_index: Tensor, token: Tensor) -> 
     later = same & own.unsqueeze(1) & (level.view(1, 1, -1) > level.view(1, -1, 1))
     slot = torch.where(own & ~later.any(2), accept_index, flat)  # [bs, S + 1] flat discards
     predicts = vt.draft_tokens.new_zeros(flat + 1)  # [bs * N + 1]
-    return predicts.index_put((slot.flatten(),), values.flatten())[:flat]
+    return predicts.index_put((slot.flatten(),), values.flatten())[:flat]  # [bs * N]
 
 
 def _child_tokens(tokens: Tensor, children: Tensor, vocab: int) -> Tensor:
@@ -256,13 +256,13 @@ def _probs_at(probs: Tensor, tokens: Tensor) -> Tensor:
     """``probs[b, node, tokens[b, node, i]]``, 0 where the token is ``V``. ``[bs, N, C]``."""
     vocab = probs.shape[2]
     picked = probs.gather(2, tokens.clamp(max=vocab - 1))  # [bs, N, C]
-    return torch.where(tokens < vocab, picked, 0.0)
+    return torch.where(tokens < vocab, picked, 0.0)  # [bs, N, C]
 
 
 def _as_float32(value: float, like: Tensor) -> Tensor:
     """A threshold rounded to float32, as SGLang's kernel takes it, in ``like``'s dtype (past
     float32's range: +-inf, as a C cast rounds it)."""
-    wide = torch.full((), value, dtype=torch.float64, device=like.device)
+    wide = torch.full((), value, dtype=torch.float64, device=like.device)  # []
     return wide.to(torch.float32).to(like.dtype)
 
 

@@ -147,15 +147,15 @@ def speculative_generate(
     worker = DraftOrganizer(cfg, max_bs=max(bs, 1), device=prompts.device)
     # A round commits up to num_steps + 1 tokens; one more column catches discarded writes.
     out = prompts.new_zeros(bs, max_new_tokens + cfg.num_steps + 1)  # [bs, T + S + 1]
-    count = prompts.new_zeros(bs)  # tokens generated per request
+    count = prompts.new_zeros(bs)  # [bs] tokens generated per request
     previous, last = prompts[:, -2], prompts[:, -1]
-    seq_lens = prompts.new_full((bs,), prompts.shape[1])
+    seq_lens = prompts.new_full((bs,), prompts.shape[1])  # [bs]
     accepted = []
     while bool((count < max_new_tokens).any()):
         round_ = Round(cfg, worker, target, draft, previous, last, seq_lens)
         verdict = verify_round(round_, temps, generator)
         active = count < max_new_tokens  # [bs] finished requests keep their state
-        accepted.append(torch.where(active, verdict.num_accepted, -1))
+        accepted.append(torch.where(active, verdict.num_accepted, -1))  # [bs]
         committed = _committed(verdict.predicts, verdict.accept_index, active)  # [bs, S + 1]
         n_new = _append(out, committed, count)  # [bs]
         previous, last = _last_two(committed, n_new, previous, last)
@@ -190,7 +190,7 @@ def verify_round(
     vt = r.worker.build_verify(tree, r.last, r.seq_lens)
     logits = _node_logits(r.target, vt, r.previous, bs)  # [bs, N, V]
     if temps is None:
-        return verify_greedy(r.cfg, vt, logits.argmax(-1).flatten())
+        return verify_greedy(r.cfg, vt, logits.argmax(-1).flatten())  # target [bs * N]
     probs = target_probs_from_logits(logits, temps)  # [bs, N, V]
     coins = draw_uniforms(bs, r.cfg.num_draft_tokens, generator=generator, device=r.last.device)
     return verify_sampling(r.cfg, vt, probs, *coins, draft_probs=draft_probs)
@@ -231,7 +231,7 @@ def _last_two(
     """The two-token context after appending ``n_new`` committed tokens."""
 
     def pick(i: Tensor) -> Tensor:
-        return committed.gather(1, i.clamp(min=0).unsqueeze(1)).squeeze(1)
+        return committed.gather(1, i.clamp(min=0).unsqueeze(1)).squeeze(1)  # [bs]
 
     new_last = torch.where(n_new >= 1, pick(n_new - 1), last)  # [bs]
     new_previous = torch.where(n_new >= 2, pick(n_new - 2), torch.where(n_new == 1, last, previous))

@@ -38,11 +38,11 @@ def sampled_chain(
         token = torch.multinomial(probs, 1, generator=generator)  # [bs, 1]
         previous, last = last, token.squeeze(1)  # [bs] each
         rows.append(probs)
-        picked.append(probs.gather(1, token).squeeze(1))
+        picked.append(probs.gather(1, token).squeeze(1))  # [bs]
         tokens.append(last)
-    rows.append(torch.zeros_like(rows[0]))
+    rows.append(torch.zeros_like(rows[0]))  # [bs, V]
     tree = worker.organize(torch.stack(picked, 1), torch.stack(tokens, 1))
-    return tree, torch.stack(rows, 1)
+    return tree, torch.stack(rows, 1)  # [bs, N, V]
 
 
 def draft_tree(

@@ -92,7 +92,7 @@ def greedy_core(
         cur = torch.where(alive, child, cur)  # [bs]
         picked = retrieve_index.gather(1, cur.unsqueeze(1)).squeeze(1)  # [bs]
         last = torch.where(alive, picked, last)  # [bs]
-        accepted.append(torch.where(alive, picked, -1))
+        accepted.append(torch.where(alive, picked, -1))  # [bs]
     accept_index = torch.stack(accepted, dim=1)  # [bs, S + 1]
     num_accepted = (accept_index[:, 1:] >= 0).sum(1)  # [bs]
     return GreedyVerdict(accept_index, num_accepted, commit(accept_index, target, n))
@@ -135,4 +135,4 @@ def commit(accept_index: Tensor, target: Tensor, n: int) -> Tensor:
     slot = torch.where(own, accept_index, flat)  # [bs, S + 1]
     padded = torch.cat([target, target.new_zeros(1)])  # [bs * N + 1] slot flat discards
     predicts = target.new_zeros(flat + 1)  # [bs * N + 1]
-    return predicts.index_put((slot.flatten(),), padded[slot.flatten()])[:flat]
+    return predicts.index_put((slot.flatten(),), padded[slot.flatten()])[:flat]  # [bs * N]

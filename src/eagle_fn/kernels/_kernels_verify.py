@@ -46,8 +46,8 @@ def verify_greedy_kernel(
     # A request commits only within its own row, as the torch path does.
     committed = _accepted(accept, owned, lane, width)  # [BLOCK_N] bool
     valid = node < n
-    target = tl.load(target_ptr + owned, mask=valid, other=0)
-    tl.store(predicts_ptr + owned, tl.where(committed, target, 0), mask=valid)
+    target = tl.load(target_ptr + owned, mask=valid, other=0)  # [BLOCK_N]
+    tl.store(predicts_ptr + owned, tl.where(committed, target, 0), mask=valid)  # [BLOCK_N]
 
 
 @triton.jit
@@ -62,46 +62,46 @@ def _walk(
     """
     valid = node < n
     base = row * n
-    tokens = tl.load(tokens_ptr + base + node, mask=valid, other=0)
-    index = tl.load(index_ptr + base + node, mask=valid, other=0)
-    first = end_outside(tl.load(next_ptr + base + node, mask=valid, other=-1), n)
-    sibling = end_outside(tl.load(sibling_ptr + base + node, mask=valid, other=-1), n)
-    mine = tl.load(target_ptr + base + node, mask=valid, other=0)  # the usual target row
+    tokens = tl.load(tokens_ptr + base + node, mask=valid, other=0)  # [BLOCK_N]
+    index = tl.load(index_ptr + base + node, mask=valid, other=0)  # [BLOCK_N]
+    first = end_outside(tl.load(next_ptr + base + node, mask=valid, other=-1), n)  # [BLOCK_N]
+    sibling = end_outside(tl.load(sibling_ptr + base + node, mask=valid, other=-1), n)  # [BLOCK_N]
+    mine = tl.load(target_ptr + base + node, mask=valid, other=0)  # [BLOCK_N] the usual row
     last = _pick(index, node, 0)
-    accept = tl.where(lane == 0, last, -1)
+    accept = tl.where(lane == 0, last, -1)  # [BLOCK_S]
     cur = last * 0
     alive = last == last
     for step in range(num_steps):
         at = tl.minimum(tl.maximum(last, 0), flat - 1)
         local = (at >= base) & (at < base + n)
-        far = tl.load(target_ptr + at, mask=(local == 0) & alive, other=0)
-        want = tl.where(local, _pick(mine, node, at - base), far)
+        far = tl.load(target_ptr + at, mask=(local == 0) & alive, other=0)  # []
+        want = tl.where(local, _pick(mine, node, at - base), far)  # [] the target at the last node
         child = _pick(first, node, cur)
         found = child * 0 - 1
         hops = 0
         while alive & (child >= 0) & (found < 0) & (hops < n):
             match = _pick(tokens, node, child) == want
-            found = tl.where(match, child, -1)
-            child = tl.where(match, child, _pick(sibling, node, child))
+            found = tl.where(match, child, -1)  # []
+            child = tl.where(match, child, _pick(sibling, node, child))  # []
             hops += 1
         alive = alive & (found >= 0)
-        cur = tl.where(alive, found, cur)
+        cur = tl.where(alive, found, cur)  # []
         picked = _pick(index, node, cur)
-        last = tl.where(alive, picked, last)
-        accept = tl.where(lane == step + 1, tl.where(alive, picked, -1), accept)
+        last = tl.where(alive, picked, last)  # []
+        accept = tl.where(lane == step + 1, tl.where(alive, picked, -1), accept)  # [BLOCK_S]
     return accept
 
 
 @triton.jit
 def end_outside(link, n):
     """-1 for a link outside ``0..n-1``: it ends its list, as in the torch path."""
-    return tl.where((link >= 0) & (link < n), link, -1)
+    return tl.where((link >= 0) & (link < n), link, -1)  # link's shape
 
 
 @triton.jit
 def _pick(values, node, at):
     """``values[at]`` for a scalar ``at`` (a register lookup, no memory access)."""
-    return tl.sum(tl.where(node == at, values, 0))
+    return tl.sum(tl.where(node == at, values, 0))  # []
 
 
 @triton.jit

@@ -33,14 +33,14 @@ def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, 
     write = part == 0
     nodes = _nodes(tokens_ptr, index_ptr, next_ptr, sibling_ptr, coins_ptr, base, n, WIDE,
                    BLOCK_N)  # fmt: skip
-    last = tl.load(index_ptr + base)  # flat index of the last accepted node
+    last = tl.load(index_ptr + base)  # [] flat index of the last accepted node
     _clear(predicts_ptr, base, n, part, BLOCK_N)
     tl.store(accept_ptr + row * (num_steps + 1), last, mask=write)
     cur = row * 0  # the last accepted node
     count = row * 0
     alive = row == row
     rejected = row * 0
-    dropped = tl.full([BLOCK_N], -1, tl.int64)
+    dropped = tl.full([BLOCK_N], -1, tl.int64)  # [BLOCK_N]
     for level in range(num_steps):
         chosen, tried, tokens = _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab,
                                        threshold_single, threshold_acc, HAS_DRAFT, WIDE,
@@ -49,12 +49,12 @@ def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, 
         slot = own_slot(last, base, n, total_nodes)
         tl.store(predicts_ptr + slot, _pick(nodes[0], chosen),
                  mask=write & accepted & (slot < total_nodes))  # fmt: skip
-        rejected = tl.where(alive & ~accepted, tried, rejected)
+        rejected = tl.where(alive & ~accepted, tried, rejected)  # []
         dropped = tl.where(alive & ~accepted, tokens, dropped)  # [BLOCK_N]
-        cur = tl.where(accepted, chosen, cur)
-        last = tl.where(accepted, _pick(nodes[1], cur), last)
+        cur = tl.where(accepted, chosen, cur)  # []
+        last = tl.where(accepted, _pick(nodes[1], cur), last)  # []
         tl.store(accept_ptr + row * (num_steps + 1) + level + 1, tl.where(accepted, last, -1),
-                 mask=write)  # fmt: skip
+                 mask=write)  # []  # fmt: skip
         count += accepted.to(tl.int64)
         alive = accepted
     tl.store(num_ptr + row, count, mask=write)
@@ -65,7 +65,7 @@ def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, 
 def own_slot(index, base, n, total_nodes):
     """``index`` where it lies in the request's own row, else ``total_nodes`` (no store):
     a malformed ``retrieve_index`` never writes into another request's row."""
-    return tl.where((index >= base) & (index < base + n), index, total_nodes)
+    return tl.where((index >= base) & (index < base + n), index, total_nodes)  # index's shape
 
 
 @triton.jit
@@ -74,7 +74,7 @@ def _clear(predicts_ptr, base, n, part, BLOCK_N: tl.constexpr):
     slots = tl.arange(0, BLOCK_N)  # [BLOCK_N]
     # A [BLOCK_N] test of `part`: the interpreter rejects a scalar & vector mask.
     mine = (slots < n) & (slots * 0 + part == 0)  # [BLOCK_N]
-    tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=mine)
+    tl.store(predicts_ptr + base + slots, tl.full([BLOCK_N], 0, tl.int64), mask=mine)  # [BLOCK_N]
     tl.debug_barrier()  # the zeros land before the tokens, which other threads may store
 
 
@@ -106,10 +106,10 @@ def _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, threshold_single, th
     """
     tokens, _, first, sibling, coins = nodes
     q, p = _gather(q_ptr, p_ptr, tokens, (base + cur) * vocab, tl.where(alive, n, 0), vocab,
-                   HAS_DRAFT, WIDE)  # fmt: skip
+                   HAS_DRAFT, WIDE)  # [BLOCK_N] each  # fmt: skip
     dtype = tl.float64 if WIDE else tl.float32
     coin = _pick(coins, cur)
-    child = tl.where(alive, _pick(first, cur), -1)
+    child = tl.where(alive, _pick(first, cur), -1)  # []
     acc = (child * 0).to(dtype)
     chosen = child * 0 - 1
     tried = child * 0
@@ -124,11 +124,11 @@ def _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, threshold_single, th
         target = _pick(q, child)
         ok, acc = _accepts(target, _pick(p, child) if HAS_DRAFT else target, coin, acc, single,
                            divisor, HAS_DRAFT, WIDE)  # fmt: skip
-        chosen = tl.where(ok, child, chosen)
+        chosen = tl.where(ok, child, chosen)  # []
         token = _pick(tokens, child)
         tried_tokens = tl.where(slots == tried, token, tried_tokens)  # [BLOCK_N]
         tried += 1
-        child = tl.where(ok, -1, _pick(sibling, child))
+        child = tl.where(ok, -1, _pick(sibling, child))  # []
     return chosen, tried, tried_tokens
 
 
@@ -153,7 +153,7 @@ def _pick(values, at):
     bit for bit: a gather, one shuffle per 32 bits while BLOCK_N fits a warp (through shared
     memory past 32), then a sum of one term. No load: no wait on memory."""
     index = tl.full([1], 0, tl.int32) + tl.maximum(at, 0).to(tl.int32)  # [1]
-    return tl.sum(tl.gather(values, index, 0), axis=0)
+    return tl.sum(tl.gather(values, index, 0), axis=0)  # []
 
 
 @triton.jit
