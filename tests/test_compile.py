@@ -1,6 +1,7 @@
 """Compiled mode: one graph per path over the batch sweep, no graph breaks, eager's values."""
 
 import threading
+import warnings
 
 import pytest
 import torch
@@ -57,12 +58,15 @@ def test_chain_paths_compile_once_over_the_batch_sweep(compiled_env, device):
             w.organize(topk_p, topk_index), organize_multilayer(cfg, topk_p, topk_index)
         )
     assert graphs() == 1
-    # Beyond max_bs the general path has its own graph, also compiled once.
-    for bs in range(MAX_BS + 1, MAX_BS + 6):
-        topk_p, topk_index = multilayer(5, bs, gen, device)
-        assert_trees_equal(
-            w.organize(topk_p, topk_index), organize_multilayer(cfg, topk_p, topk_index)
-        )
+    # Beyond max_bs the general path has its own graph, also compiled once (and warns once).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for bs in range(MAX_BS + 1, MAX_BS + 6):
+            topk_p, topk_index = multilayer(5, bs, gen, device)
+            assert_trees_equal(
+                w.organize(topk_p, topk_index), organize_multilayer(cfg, topk_p, topk_index)
+            )
+    assert [warning.category for warning in caught] == [MaxBatchWarning]
     assert graphs() == 2
     assert_no_graph_breaks()
     # The compiled chain graph only hands out views of the constants and the input.

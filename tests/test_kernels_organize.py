@@ -346,6 +346,8 @@ def select_cases(draw):
 
 @FEW
 @pytest.mark.parametrize("device", KERNEL_DEVICES)
+# The interpreter multiplies with NumPy, which warns on the -inf * 0 of these scores.
+@pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")
 @given(case=select_cases())
 def test_select_equals_torch_on_hard_values(case, device):
     cfg, step, p, index, scores = case
