@@ -1,5 +1,6 @@
 """EAGLE_FN_BACKEND and backend=: torch, triton or auto, resolved by device and availability."""
 
+import os
 import re
 import subprocess
 import sys
@@ -183,3 +184,19 @@ def test_eagle_fn_imports_without_triton():
     lines = out.stdout.splitlines()
     assert lines[0] == "torch"
     assert lines[1].startswith("eagle_fn.kernels needs the triton package (pip install triton)")
+
+
+def test_a_triton_that_fails_to_import_is_named_with_its_error(tmp_path):
+    # Installed but broken, as Triton's interpreter is without NumPy: not "pip install triton".
+    (tmp_path / "triton").mkdir()
+    (tmp_path / "triton" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')\n"
+    )
+    code = "import eagle_fn.kernels\n"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 1
+    assert (
+        "ImportError: eagle_fn.kernels could not import triton (ModuleNotFoundError: No module "
+        "named 'numpy'); the torch functions of eagle_fn work without it"
+    ) in out.stderr

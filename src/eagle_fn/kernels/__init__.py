@@ -12,9 +12,12 @@ kernels run only under ``TRITON_INTERPRET=1``, set before this package is first 
 try:
     import triton  # noqa: F401
 except ImportError as error:
+    # Installed but failing (its interpreter without NumPy, say) is not the same as absent.
+    absent = isinstance(error, ModuleNotFoundError) and error.name == "triton"
+    why = f"could not import triton ({type(error).__name__}: {error})"
     raise ImportError(
-        "eagle_fn.kernels needs the triton package (pip install triton); the torch functions "
-        "of eagle_fn work without it"
+        f"eagle_fn.kernels {'needs the triton package (pip install triton)' if absent else why}; "
+        "the torch functions of eagle_fn work without it"
     ) from error
 
 from .. import _backend
