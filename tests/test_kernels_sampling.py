@@ -28,6 +28,7 @@ from helpers.sampling_inputs import (
     THRESHOLDS,
     chain_cases,
     coins,
+    engine_layouts,
     links_cases,
     organized_tree,
     random_links,
@@ -163,6 +164,28 @@ def test_vocabulary_wider_than_a_block():
     for final in (0.01, 0.5, 0.999):
         u = torch.full((2, 4), 0.9)
         check(cfg, vt, q, u, torch.full((2,), final))
+
+
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_engine_layouts(chain):
+    # 16-bit rows of a vocabulary that is no power of 2, as an engine hands them over: views
+    # into padded buffers, transposed, gapped, [bs, N, V] or [bs * N, V]. Built on the
+    # kernel's device, so that it is given the strides, not a copy made by moving them.
+    gen = torch.Generator().manual_seed(1)
+    cfg = DraftConfig.chain(4) if chain else DraftConfig(3, 3, 8)
+    bs, vocab, n = 3, 37, cfg.num_draft_tokens
+    vt = organized_tree(cfg, bs, gen, vocab)
+    q = target_rows(vt, vocab, gen, "agree", torch.bfloat16).view(bs * n, vocab)
+    p = target_rows(vt, vocab, gen, "smooth", torch.float16).view(bs * n, vocab) if chain else None
+    u, final = coins(bs, n, gen, "uniform")
+    want = verify_sampling(cfg, vt, q, u, final, draft_probs=p)
+    draft = engine_layouts(p.to(DEVICE), bs) if chain else {}
+    coin_rows = u.to(DEVICE).t().contiguous().t()  # [bs, N] column-major
+    for name, rows in engine_layouts(q.to(DEVICE), bs).items():
+        got = ksampling.verify_sampling(cfg, on(vt, DEVICE), rows, coin_rows, final.to(DEVICE),
+                                        draft_probs=draft.get(name))  # fmt: skip
+        for field, a, b in zip(want._fields, got, want, strict=True):
+            torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0, msg=f"{name}: {field}")
 
 
 # Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request, a block or

@@ -30,6 +30,7 @@ from helpers.sampling_inputs import (
     as_float32,
     chain_cases,
     coins,
+    engine_layouts,
     links_cases,
     organized_tree,
     random_links,
@@ -257,6 +258,34 @@ def test_flat_and_batched_probabilities_agree():
         CHAIN_CFG, CHAIN_VT, Q.view(1, 3, 4), u, torch.tensor([0.6]), draft_probs=P.view(1, 3, 4)
     )
     assert as_lists(a) == as_lists(b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_engine_layouts_give_the_contiguous_result(dtype, chain):
+    # Logits and probabilities as an engine hands them over (16-bit, a vocabulary that is no
+    # power of 2, views into padded buffers, transposed, gapped, [bs, N, V] or [bs * N, V]):
+    # the same probabilities, and the reference's verdict, as from contiguous rows.
+    gen = torch.Generator().manual_seed(0)
+    cfg, bs, vocab = (DraftConfig.chain(4) if chain else DraftConfig(3, 3, 8)), 3, 37
+    n = cfg.num_draft_tokens
+    vt = organized_tree(cfg, bs, gen, vocab)
+    logits = agreeing_logits(vt, vocab, gen).view(bs * n, vocab).to(dtype)
+    temperature, top_k = torch.tensor([0.0, 0.7, 1.3]), torch.tensor([0, 5, 40])
+    top_p = torch.tensor([1.0, 0.9, 0.5])
+    want = target_probs_from_logits(logits, temperature, top_k=top_k, top_p=top_p)
+    for name, x in engine_layouts(logits, bs).items():
+        probs = target_probs_from_logits(x, temperature, top_k=top_k, top_p=top_p)
+        assert probs.shape == x.shape, name
+        assert torch.equal(probs.reshape(want.shape), want), name
+    q, u = want.to(dtype), draw_uniforms(bs, n, generator=gen)
+    p = torch.softmax(torch.randn(bs * n, vocab, generator=gen), -1).to(dtype) if chain else None
+    expected = reference.verify_sampling(cfg, vt, q, *u, draft_probs=p)
+    draft_layouts = engine_layouts(p, bs) if chain else {}
+    for name, rows in engine_layouts(q, bs).items():
+        verdict = verify_sampling(cfg, vt, rows, u.uniforms.t().contiguous().t(),
+                                  u.final_uniforms, draft_probs=draft_layouts.get(name))  # fmt: skip
+        assert_verdict_equals(verdict, expected, cfg, bs)
 
 
 def test_child_lists_follow_links_and_stop_on_cycles():

@@ -100,6 +100,28 @@ def coins(bs, n, gen, kind, dtype=torch.float32):
     return u[:, :n].contiguous(), u[:, n].contiguous()
 
 
+def engine_layouts(rows, bs):
+    """``rows [bs * N, V]`` in the memory layouts an engine hands over, values unchanged:
+    flat and batched, a view into a larger (padded) buffer, column-major, a gap between
+    columns, a ``[bs, N, V]`` view with gaps between rows and nodes. ``{name: tensor}``."""
+    flat, vocab = rows.reshape(bs, -1, rows.shape[-1]), rows.shape[-1]
+    n = flat.shape[1]
+    padded = rows.new_full((bs * n + 3, vocab + 5), float("nan"))  # pads never read
+    padded[1 : bs * n + 1, 2 : vocab + 2] = rows
+    gapped = rows.new_full((bs * n, 2 * vocab), float("nan"))
+    gapped[:, ::2] = rows
+    spaced = rows.new_full((bs, n + 1, vocab + 3), float("nan"))
+    spaced[:, :n, :vocab] = flat
+    return {
+        "flat": rows.reshape(bs * n, vocab),
+        "batched": flat,
+        "sliced": padded[1 : bs * n + 1, 2 : vocab + 2],
+        "column_major": rows.t().contiguous().t(),
+        "column_gap": gapped[:, ::2],
+        "node_gap": spaced[:, :n, :vocab],
+    }
+
+
 # Property-test cases shared by the torch and kernel tests. Hypothesis reports a failing case
 # as the call that built it, e.g. tree_case(cfg=..., bs=2, ..., seed=7).
 
