@@ -860,3 +860,33 @@ def test_compiles_in_one_graph_with_eager_values(chain):
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     torch._dynamo.reset()
+
+
+@pytest.mark.compiled
+def test_thresholds_specialize_a_callers_graph(fresh_dynamo):
+    # docs/sampling.md: the checks read the thresholds, so each new value compiles a new
+    # graph, with dynamic=True too; a value seen before reuses its graph.
+    gen = torch.Generator().manual_seed(0)
+    cfg = DraftConfig(3, 3, 8)
+    vt = organized_tree(cfg, 2, gen, 12)
+    q = target_rows(vt, 12, gen, "agree")
+    u = draw_uniforms(2, 8, generator=gen)
+
+    def step(vt, q, uniforms, final, single):
+        return verify_sampling(cfg, vt, q, uniforms, final, threshold_single=single)
+
+    compiled = torch.compile(step, fullgraph=True, dynamic=True, backend="aot_eager")
+    for single in (1.0, 0.05, 1.0):
+        assert as_lists(compiled(vt, q, *u, single)) == as_lists(step(vt, q, *u, single))
+    assert as_lists(step(vt, q, *u, 0.05)) != as_lists(step(vt, q, *u, 1.0))  # values differ
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2
+
+
+@pytest.mark.compiled
+def test_draw_uniforms_with_a_generator_is_drawn_before_a_compiled_region(fresh_dynamo):
+    # docs/sampling.md: dynamo cannot trace a torch.Generator argument.
+    compiled = torch.compile(
+        lambda gen: draw_uniforms(2, 3, generator=gen), fullgraph=True, backend="aot_eager"
+    )
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        compiled(torch.Generator().manual_seed(0))
