@@ -188,6 +188,45 @@ def test_engine_layouts(chain):
             torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0, msg=f"{name}: {field}")
 
 
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_rows_apart_are_read_in_place(monkeypatch, chain):
+    # Rows of a padded buffer (logits cut to the vocabulary, say), [bs * N, V] or [bs, N, V],
+    # reach the kernel as they are: a copy would cost a pass over every row. Only columns
+    # that lie apart are copied. Without a draft the unread draft operand is the target.
+    launched = []
+
+    def recording(programs, *args, **options):
+        launched.append(args[4:6])  # the target and draft operands
+        launch(programs, *args, **options)
+
+    launch = ksampling.launch
+    monkeypatch.setattr(ksampling, "launch", recording)
+    gen = torch.Generator().manual_seed(2)
+    cfg = DraftConfig.chain(3) if chain else DraftConfig(2, 2, 4)
+    bs, vocab, n = 2, 37, cfg.num_draft_tokens
+    vt = on(organized_tree(cfg, bs, gen, vocab), DEVICE)
+    u, final = (c.to(DEVICE) for c in coins(bs, n, gen, "uniform"))
+    padded = torch.zeros(2, bs, n, vocab + 5, device=DEVICE)  # the target's, the draft's
+    padded[..., :vocab] = torch.stack([target_rows(vt, vocab, gen, k) for k in ("agree", "smooth")])
+    q, p = padded[..., :vocab]  # [bs, N, V] each, rows vocab + 5 apart
+    gapped = torch.zeros(bs * n, 2 * vocab, device=DEVICE)
+    gapped[:, ::2] = p.reshape(bs * n, vocab)
+    for rows, draft in ((q, p), (q.reshape(bs * n, vocab), gapped[:, ::2])):
+        draft = draft if chain else None
+        want = verify_sampling(cfg, vt, q.contiguous(), u, final, draft_probs=p if chain else None)
+        got = ksampling.verify_sampling(cfg, vt, rows, u, final, draft_probs=draft)
+        assert [t.tolist() for t in got] == [t.tolist() for t in want]
+        target, draft_operand = launched.pop()
+        assert target.data_ptr() == rows.data_ptr()
+        if not chain:
+            assert draft_operand is target
+        elif draft.stride(-1) == 1:
+            assert draft_operand.data_ptr() == draft.data_ptr()
+        else:
+            assert draft_operand.is_contiguous()  # columns apart: copied
+            assert torch.equal(draft_operand, draft)
+
+
 # Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request, a block or
 # four a load; one program per block; four blocks a load, so that 7 blocks leave the last
 # load one past the row's end; about 8 programs in all, so that a program loops over loads;
