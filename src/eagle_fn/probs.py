@@ -51,6 +51,7 @@ def draw_uniforms(
     which breaks the exact agreement of greedy rows with :func:`~eagle_fn.verify_greedy`. A
     coin is off a continuous uniform by at most ``2**-24`` (``torch.rand``'s float32 grid step
     is ``2**-24`` too), so acceptance probabilities are exact to that.
+    Call it eagerly, before a compiled region: dynamo cannot trace a generator (docs/sampling.md).
 
     Args:
         bs: requests.
