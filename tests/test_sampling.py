@@ -260,6 +260,22 @@ def test_flat_and_batched_probabilities_agree():
     assert as_lists(a) == as_lists(b)
 
 
+def test_rows_are_taken_as_given_not_renormalized():
+    # docs/sampling.md: acceptance compares the rows' values with the coins; only the final
+    # draw is relative to the row's total. Half the root's mass: coin 0.6 no longer reaches
+    # q(7) + q(9) = 0.35, where 0.7 accepted node 2; the final draw is unchanged.
+    half = [v / 2 for v in ROOT]
+    assert as_lists(tree_verdict(0.6, 0.5))[:2] == [[[0, 2, -1]], [1]]
+    assert as_lists(tree_verdict(0.6, 0.5, root=half)) == [[[0, -1, -1]], [0], [3, 0, 0, 0]]
+    assert as_lists(tree_verdict(0.99, 0.5, root=half)) == as_lists(tree_verdict(0.99, 0.5))
+    # A draft row twice P's: 0.7 * 1.6 > q(1) = 0.6 rejects, where 0.7 * 0.8 accepted; then
+    # relu(q - 2p) = [0.1, 0, 0, 0.1] and coin 0.6 gives token 3.
+    u, final = torch.tensor([[0.7, 0.5, 0.5]]), torch.tensor([0.6])
+    assert as_lists(verify_sampling(CHAIN_CFG, CHAIN_VT, Q, u, final, draft_probs=P))[1] == [1]
+    doubled = verify_sampling(CHAIN_CFG, CHAIN_VT, Q, u, final, draft_probs=2 * P)
+    assert as_lists(doubled) == [[[0, -1, -1]], [0], [3, 0, 0]]
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
 @pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
 def test_engine_layouts_give_the_contiguous_result(dtype, chain):
