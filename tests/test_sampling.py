@@ -818,7 +818,25 @@ TEMPS = torch.ones(2)
             r"temperature must have shape \[bs\] \(rank 1\)",
         ),
         ((LOGITS, TEMPS.long()), {}, TypeError, r"temperature must be a floating-point tensor"),
-        ((LOGITS.to("meta"), TEMPS), {}, ValueError, r"logits is on meta, expected cpu"),
+        # The per-request tensors follow the logits: the message names the one elsewhere.
+        (
+            (LOGITS.to("meta"), TEMPS),
+            {},
+            ValueError,
+            r"temperature is on cpu, expected meta \(the device of logits\)",
+        ),
+        (
+            (LOGITS, TEMPS.to("meta")),
+            {},
+            ValueError,
+            r"temperature is on meta, expected cpu \(the device of logits\)",
+        ),
+        (
+            (LOGITS, TEMPS),
+            {"top_p": TEMPS.to("meta")},
+            ValueError,
+            r"top_p is on meta, expected cpu \(the device of logits\)",
+        ),
         ((LOGITS, TEMPS), {"top_k": torch.ones(2)}, TypeError, r"top_k must be an int64 tensor"),
         (
             (LOGITS, TEMPS),
