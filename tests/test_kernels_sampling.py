@@ -29,6 +29,8 @@ from helpers.sampling_inputs import (
     chain_cases,
     coins,
     engine_layouts,
+    engine_step,
+    engine_step_inputs,
     links_cases,
     organized_tree,
     random_links,
@@ -558,3 +560,19 @@ def test_compiles_in_one_graph(chain):
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0)
     torch._dynamo.reset()
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_a_callers_dynamic_graph_serves_every_batch_size(fresh_dynamo, chain):
+    # As test_sampling's: one graph with the kernel for bs 2, 3 and 5, equal to the torch
+    # function's step in eager mode.
+    cfg = DraftConfig.chain(3) if chain else DraftConfig(3, 3, 8)
+    step = engine_step(ksampling.verify_sampling, cfg)
+    compiled = torch.compile(step, fullgraph=True, dynamic=True, backend="aot_eager")
+    for bs in (2, 3, 5):
+        want = engine_step(verify_sampling, cfg)(*engine_step_inputs(cfg, bs, 13, seed=bs))
+        got = compiled(*engine_step_inputs(cfg, bs, 13, seed=bs, device=DEVICE))
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1

@@ -31,6 +31,8 @@ from helpers.sampling_inputs import (
     chain_cases,
     coins,
     engine_layouts,
+    engine_step,
+    engine_step_inputs,
     links_cases,
     organized_tree,
     random_links,
@@ -924,3 +926,18 @@ def test_draw_uniforms_with_a_generator_is_drawn_before_a_compiled_region(fresh_
     )
     with pytest.raises(torch._dynamo.exc.Unsupported):
         compiled(torch.Generator().manual_seed(0))
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_a_callers_dynamic_graph_serves_every_batch_size(fresh_dynamo, chain):
+    # docs/sampling.md: an engine's step (probabilities, then verification) in one graph
+    # under dynamic=True for bs 2, 3 and 5, equal to eager (dynamo specializes bs 0 and 1).
+    cfg = DraftConfig.chain(3) if chain else DraftConfig(3, 3, 8)
+    step = engine_step(verify_sampling, cfg)
+    compiled = torch.compile(step, fullgraph=True, dynamic=True, backend="aot_eager")
+    for bs in (2, 3, 5):
+        inputs = engine_step_inputs(cfg, bs, vocab=13, seed=bs)
+        for got, want in zip(compiled(*inputs), step(*inputs), strict=True):
+            assert torch.equal(got, want)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
