@@ -28,6 +28,9 @@ from helpers.sampling_inputs import (
     THRESHOLDS,
     chain_cases,
     coins,
+    engine_layouts,
+    engine_step,
+    engine_step_inputs,
     links_cases,
     organized_tree,
     random_links,
@@ -163,6 +166,67 @@ def test_vocabulary_wider_than_a_block():
     for final in (0.01, 0.5, 0.999):
         u = torch.full((2, 4), 0.9)
         check(cfg, vt, q, u, torch.full((2,), final))
+
+
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_engine_layouts(chain):
+    # 16-bit rows of a vocabulary that is no power of 2, as an engine hands them over: views
+    # into padded buffers, transposed, gapped, [bs, N, V] or [bs * N, V]. Built on the
+    # kernel's device, so that it is given the strides, not a copy made by moving them.
+    gen = torch.Generator().manual_seed(1)
+    cfg = DraftConfig.chain(4) if chain else DraftConfig(3, 3, 8)
+    bs, vocab, n = 3, 37, cfg.num_draft_tokens
+    vt = organized_tree(cfg, bs, gen, vocab)
+    q = target_rows(vt, vocab, gen, "agree", torch.bfloat16).view(bs * n, vocab)
+    p = target_rows(vt, vocab, gen, "smooth", torch.float16).view(bs * n, vocab) if chain else None
+    u, final = coins(bs, n, gen, "uniform")
+    want = verify_sampling(cfg, vt, q, u, final, draft_probs=p)
+    draft = engine_layouts(p.to(DEVICE), bs) if chain else {}
+    coin_rows = u.to(DEVICE).t().contiguous().t()  # [bs, N] column-major
+    for name, rows in engine_layouts(q.to(DEVICE), bs).items():
+        got = ksampling.verify_sampling(cfg, on(vt, DEVICE), rows, coin_rows, final.to(DEVICE),
+                                        draft_probs=draft.get(name))  # fmt: skip
+        for field, a, b in zip(want._fields, got, want, strict=True):
+            torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0, msg=f"{name}: {field}")
+
+
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_rows_apart_are_read_in_place(monkeypatch, chain):
+    # Rows of a padded buffer (logits cut to the vocabulary, say), [bs * N, V] or [bs, N, V],
+    # reach the kernel as they are: a copy would cost a pass over every row. Only columns
+    # that lie apart are copied. Without a draft the unread draft operand is the target.
+    launched = []
+
+    def recording(programs, *args, **options):
+        launched.append(args[4:6])  # the target and draft operands
+        launch(programs, *args, **options)
+
+    launch = ksampling.launch
+    monkeypatch.setattr(ksampling, "launch", recording)
+    gen = torch.Generator().manual_seed(2)
+    cfg = DraftConfig.chain(3) if chain else DraftConfig(2, 2, 4)
+    bs, vocab, n = 2, 37, cfg.num_draft_tokens
+    vt = on(organized_tree(cfg, bs, gen, vocab), DEVICE)
+    u, final = (c.to(DEVICE) for c in coins(bs, n, gen, "uniform"))
+    padded = torch.zeros(2, bs, n, vocab + 5, device=DEVICE)  # the target's, the draft's
+    padded[..., :vocab] = torch.stack([target_rows(vt, vocab, gen, k) for k in ("agree", "smooth")])
+    q, p = padded[..., :vocab]  # [bs, N, V] each, rows vocab + 5 apart
+    gapped = torch.zeros(bs * n, 2 * vocab, device=DEVICE)
+    gapped[:, ::2] = p.reshape(bs * n, vocab)
+    for rows, draft in ((q, p), (q.reshape(bs * n, vocab), gapped[:, ::2])):
+        draft = draft if chain else None
+        want = verify_sampling(cfg, vt, q.contiguous(), u, final, draft_probs=p if chain else None)
+        got = ksampling.verify_sampling(cfg, vt, rows, u, final, draft_probs=draft)
+        assert [t.tolist() for t in got] == [t.tolist() for t in want]
+        target, draft_operand = launched.pop()
+        assert target.data_ptr() == rows.data_ptr()
+        if not chain:
+            assert draft_operand is target
+        elif draft.stride(-1) == 1:
+            assert draft_operand.data_ptr() == draft.data_ptr()
+        else:
+            assert draft_operand.is_contiguous()  # columns apart: copied
+            assert torch.equal(draft_operand, draft)
 
 
 # Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request, a block or
@@ -496,3 +560,19 @@ def test_compiles_in_one_graph(chain):
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0)
     torch._dynamo.reset()
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_a_callers_dynamic_graph_serves_every_batch_size(fresh_dynamo, chain):
+    # As test_sampling's: one graph with the kernel for bs 2, 3 and 5, equal to the torch
+    # function's step in eager mode.
+    cfg = DraftConfig.chain(3) if chain else DraftConfig(3, 3, 8)
+    step = engine_step(ksampling.verify_sampling, cfg)
+    compiled = torch.compile(step, fullgraph=True, dynamic=True, backend="aot_eager")
+    for bs in (2, 3, 5):
+        want = engine_step(verify_sampling, cfg)(*engine_step_inputs(cfg, bs, 13, seed=bs))
+        got = compiled(*engine_step_inputs(cfg, bs, 13, seed=bs, device=DEVICE))
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1

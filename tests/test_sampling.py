@@ -30,6 +30,9 @@ from helpers.sampling_inputs import (
     as_float32,
     chain_cases,
     coins,
+    engine_layouts,
+    engine_step,
+    engine_step_inputs,
     links_cases,
     organized_tree,
     random_links,
@@ -257,6 +260,50 @@ def test_flat_and_batched_probabilities_agree():
         CHAIN_CFG, CHAIN_VT, Q.view(1, 3, 4), u, torch.tensor([0.6]), draft_probs=P.view(1, 3, 4)
     )
     assert as_lists(a) == as_lists(b)
+
+
+def test_rows_are_taken_as_given_not_renormalized():
+    # docs/sampling.md: acceptance compares the rows' values with the coins; only the final
+    # draw is relative to the row's total. Half the root's mass: coin 0.6 no longer reaches
+    # q(7) + q(9) = 0.35, where 0.7 accepted node 2; the final draw is unchanged.
+    half = [v / 2 for v in ROOT]
+    assert as_lists(tree_verdict(0.6, 0.5))[:2] == [[[0, 2, -1]], [1]]
+    assert as_lists(tree_verdict(0.6, 0.5, root=half)) == [[[0, -1, -1]], [0], [3, 0, 0, 0]]
+    assert as_lists(tree_verdict(0.99, 0.5, root=half)) == as_lists(tree_verdict(0.99, 0.5))
+    # A draft row twice P's: 0.7 * 1.6 > q(1) = 0.6 rejects, where 0.7 * 0.8 accepted; then
+    # relu(q - 2p) = [0.1, 0, 0, 0.1] and coin 0.6 gives token 3.
+    u, final = torch.tensor([[0.7, 0.5, 0.5]]), torch.tensor([0.6])
+    assert as_lists(verify_sampling(CHAIN_CFG, CHAIN_VT, Q, u, final, draft_probs=P))[1] == [1]
+    doubled = verify_sampling(CHAIN_CFG, CHAIN_VT, Q, u, final, draft_probs=2 * P)
+    assert as_lists(doubled) == [[[0, -1, -1]], [0], [3, 0, 0]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_engine_layouts_give_the_contiguous_result(dtype, chain):
+    # Logits and probabilities as an engine hands them over (16-bit, a vocabulary that is no
+    # power of 2, views into padded buffers, transposed, gapped, [bs, N, V] or [bs * N, V]):
+    # the same probabilities, and the reference's verdict, as from contiguous rows.
+    gen = torch.Generator().manual_seed(0)
+    cfg, bs, vocab = (DraftConfig.chain(4) if chain else DraftConfig(3, 3, 8)), 3, 37
+    n = cfg.num_draft_tokens
+    vt = organized_tree(cfg, bs, gen, vocab)
+    logits = agreeing_logits(vt, vocab, gen).view(bs * n, vocab).to(dtype)
+    temperature, top_k = torch.tensor([0.0, 0.7, 1.3]), torch.tensor([0, 5, 40])
+    top_p = torch.tensor([1.0, 0.9, 0.5])
+    want = target_probs_from_logits(logits, temperature, top_k=top_k, top_p=top_p)
+    for name, x in engine_layouts(logits, bs).items():
+        probs = target_probs_from_logits(x, temperature, top_k=top_k, top_p=top_p)
+        assert probs.shape == x.shape, name
+        assert torch.equal(probs.reshape(want.shape), want), name
+    q, u = want.to(dtype), draw_uniforms(bs, n, generator=gen)
+    p = torch.softmax(torch.randn(bs * n, vocab, generator=gen), -1).to(dtype) if chain else None
+    expected = reference.verify_sampling(cfg, vt, q, *u, draft_probs=p)
+    draft_layouts = engine_layouts(p, bs) if chain else {}
+    for name, rows in engine_layouts(q, bs).items():
+        verdict = verify_sampling(cfg, vt, rows, u.uniforms.t().contiguous().t(),
+                                  u.final_uniforms, draft_probs=draft_layouts.get(name))  # fmt: skip
+        assert_verdict_equals(verdict, expected, cfg, bs)
 
 
 def test_child_lists_follow_links_and_stop_on_cycles():
@@ -773,7 +820,25 @@ TEMPS = torch.ones(2)
             r"temperature must have shape \[bs\] \(rank 1\)",
         ),
         ((LOGITS, TEMPS.long()), {}, TypeError, r"temperature must be a floating-point tensor"),
-        ((LOGITS.to("meta"), TEMPS), {}, ValueError, r"logits is on meta, expected cpu"),
+        # The per-request tensors follow the logits: the message names the one elsewhere.
+        (
+            (LOGITS.to("meta"), TEMPS),
+            {},
+            ValueError,
+            r"temperature is on cpu, expected meta \(the device of logits\)",
+        ),
+        (
+            (LOGITS, TEMPS.to("meta")),
+            {},
+            ValueError,
+            r"temperature is on meta, expected cpu \(the device of logits\)",
+        ),
+        (
+            (LOGITS, TEMPS),
+            {"top_p": TEMPS.to("meta")},
+            ValueError,
+            r"top_p is on meta, expected cpu \(the device of logits\)",
+        ),
         ((LOGITS, TEMPS), {"top_k": torch.ones(2)}, TypeError, r"top_k must be an int64 tensor"),
         (
             (LOGITS, TEMPS),
@@ -831,3 +896,48 @@ def test_compiles_in_one_graph_with_eager_values(chain):
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     torch._dynamo.reset()
+
+
+@pytest.mark.compiled
+def test_thresholds_specialize_a_callers_graph(fresh_dynamo):
+    # docs/sampling.md: the checks read the thresholds, so each new value compiles a new
+    # graph, with dynamic=True too; a value seen before reuses its graph.
+    gen = torch.Generator().manual_seed(0)
+    cfg = DraftConfig(3, 3, 8)
+    vt = organized_tree(cfg, 2, gen, 12)
+    q = target_rows(vt, 12, gen, "agree")
+    u = draw_uniforms(2, 8, generator=gen)
+
+    def step(vt, q, uniforms, final, single):
+        return verify_sampling(cfg, vt, q, uniforms, final, threshold_single=single)
+
+    compiled = torch.compile(step, fullgraph=True, dynamic=True, backend="aot_eager")
+    for single in (1.0, 0.05, 1.0):
+        assert as_lists(compiled(vt, q, *u, single)) == as_lists(step(vt, q, *u, single))
+    assert as_lists(step(vt, q, *u, 0.05)) != as_lists(step(vt, q, *u, 1.0))  # values differ
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2
+
+
+@pytest.mark.compiled
+def test_draw_uniforms_with_a_generator_is_drawn_before_a_compiled_region(fresh_dynamo):
+    # docs/sampling.md: dynamo cannot trace a torch.Generator argument.
+    compiled = torch.compile(
+        lambda gen: draw_uniforms(2, 3, generator=gen), fullgraph=True, backend="aot_eager"
+    )
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        compiled(torch.Generator().manual_seed(0))
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_a_callers_dynamic_graph_serves_every_batch_size(fresh_dynamo, chain):
+    # docs/sampling.md: an engine's step (probabilities, then verification) in one graph
+    # under dynamic=True for bs 2, 3 and 5, equal to eager (dynamo specializes bs 0 and 1).
+    cfg = DraftConfig.chain(3) if chain else DraftConfig(3, 3, 8)
+    step = engine_step(verify_sampling, cfg)
+    compiled = torch.compile(step, fullgraph=True, dynamic=True, backend="aot_eager")
+    for bs in (2, 3, 5):
+        inputs = engine_step_inputs(cfg, bs, vocab=13, seed=bs)
+        for got, want in zip(compiled(*inputs), step(*inputs), strict=True):
+            assert torch.equal(got, want)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1

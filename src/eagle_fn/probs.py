@@ -51,6 +51,7 @@ def draw_uniforms(
     which breaks the exact agreement of greedy rows with :func:`~eagle_fn.verify_greedy`. A
     coin is off a continuous uniform by at most ``2**-24`` (``torch.rand``'s float32 grid step
     is ``2**-24`` too), so acceptance probabilities are exact to that.
+    Call it eagerly, before a compiled region: dynamo cannot trace a generator (docs/sampling.md).
 
     Args:
         bs: requests.
@@ -188,13 +189,13 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 def _check_logits(logits: Any, temperature: Any, top_k: Any, top_p: Any) -> int:
     """Checks the inputs of target_probs_from_logits; returns the rows per request."""
     contract = LOGITS[top_k is not None, top_p is not None]
-    contract(None, temperature, logits, *(v for v in (top_k, top_p) if v is not None))
+    # The per-request tensors follow the logits: a message names the one elsewhere.
+    site = {"device": logits.device, "device_label": "logits"} if isinstance(logits, Tensor) else {}
+    contract(None, temperature, logits, *(v for v in (top_k, top_p) if v is not None), **site)
     bs, shape = temperature.shape[0], logits.shape
     if (len(shape) == 2 and (shape[0] % bs if bs else shape[0])) or shape[-1] < 1:
         raise ValueError(
             f"target_probs_from_logits: logits must have shape [bs, N, V] or [bs * N, V] with "
             f"bs = {bs} (the length of temperature) and V >= 1, got {show(shape)}"
         )
-    if len(shape) == 3:
-        return int(shape[1])
-    return shape[0] // bs if bs else 0
+    return int(shape[1]) if len(shape) == 3 else (shape[0] // bs if bs else 0)

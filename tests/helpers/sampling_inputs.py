@@ -6,7 +6,13 @@ from typing import NamedTuple
 import torch
 from hypothesis import strategies as st
 
-from eagle_fn import DraftConfig, VerifyTree, build_verify_tree, organize_tree
+from eagle_fn import (
+    DraftConfig,
+    VerifyTree,
+    build_verify_tree,
+    organize_tree,
+    target_probs_from_logits,
+)
 from helpers.drafts import KINDS, SEEDS, draft_configs, draft_lists
 
 I64 = torch.int64
@@ -98,6 +104,55 @@ def coins(bs, n, gen, kind, dtype=torch.float32):
     else:
         u = torch.rand(bs, n + 1, generator=gen, dtype=dtype)
     return u[:, :n].contiguous(), u[:, n].contiguous()
+
+
+def engine_layouts(rows, bs):
+    """``rows [bs * N, V]`` in the memory layouts an engine hands over, values unchanged:
+    flat and batched, a view into a larger (padded) buffer, column-major, a gap between
+    columns, a ``[bs, N, V]`` view with gaps between rows and nodes. ``{name: tensor}``."""
+    flat, vocab = rows.reshape(bs, -1, rows.shape[-1]), rows.shape[-1]
+    n = flat.shape[1]
+    padded = rows.new_full((bs * n + 3, vocab + 5), float("nan"))  # pads never read
+    padded[1 : bs * n + 1, 2 : vocab + 2] = rows
+    gapped = rows.new_full((bs * n, 2 * vocab), float("nan"))
+    gapped[:, ::2] = rows
+    spaced = rows.new_full((bs, n + 1, vocab + 3), float("nan"))
+    spaced[:, :n, :vocab] = flat
+    return {
+        "flat": rows.reshape(bs * n, vocab),
+        "batched": flat,
+        "sliced": padded[1 : bs * n + 1, 2 : vocab + 2],
+        "column_major": rows.t().contiguous().t(),
+        "column_gap": gapped[:, ::2],
+        "node_gap": spaced[:, :n, :vocab],
+    }
+
+
+def engine_step(verify, cfg):
+    """An engine's sampling step around ``verify`` (the torch function or the kernel's): the
+    probabilities from the logits, then the verdict. Returns ``(probs, *verdict)``."""
+
+    def step(vt, logits, temperature, top_k, top_p, uniforms, final, draft):
+        probs = target_probs_from_logits(logits, temperature, top_k=top_k, top_p=top_p)
+        return (probs, *verify(cfg, vt, probs, uniforms, final, draft_probs=draft))
+
+    return step
+
+
+def engine_step_inputs(cfg, bs, vocab, seed, device="cpu"):
+    """:func:`engine_step`'s arguments: greedy and sampled requests mixed, logits that often
+    agree with the drafts, and draft rows for a chain (None for a tree)."""
+    gen = torch.Generator().manual_seed(seed)
+    n = cfg.num_draft_tokens
+    vt = organized_tree(cfg, bs, gen, vocab)
+    logits = 3 * torch.log(target_rows(vt, vocab, gen, "agree")).view(bs * n, vocab)
+    temperature = torch.tensor([0.0, 0.8, 1.5])[torch.arange(bs) % 3]
+    top_k, top_p = torch.arange(bs) % vocab, 1 - torch.rand(bs, generator=gen) / 2
+    u, final = coins(bs, n, gen, "uniform")
+    p = target_rows(vt, vocab, gen, "smooth").view(bs * n, vocab) if cfg.is_chain else None
+    tensors = (logits, temperature, top_k, top_p, u, final, p)
+    moved = [None if t is None else t.to(device) for t in tensors]
+    return (type(vt)(*(t.to(device) for t in vt)), *moved)
 
 
 # Property-test cases shared by the torch and kernel tests. Hypothesis reports a failing case

@@ -21,9 +21,9 @@ from ._walk import own_slot, walk
 @triton.jit(do_not_specialize=["total_nodes", "parts", "chunks"])
 def verify_sampling_kernel(
     tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, final_ptr, accept_ptr,
-    num_ptr, predicts_ptr, sums_ptr, arrivals_ptr, n, vocab, num_steps, total_nodes, parts, chunks,
-    threshold_single, threshold_acc, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
-    SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr,
+    num_ptr, predicts_ptr, sums_ptr, arrivals_ptr, n, vocab, q_stride, p_stride, num_steps,
+    total_nodes, parts, chunks, threshold_single, threshold_acc, HAS_DRAFT: tl.constexpr,
+    WIDE: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr,
     MAX_BLOCKS: tl.constexpr, PER_PROGRAM: tl.constexpr,
 ):  # fmt: skip
     """``parts`` programs per request, each with the bounded walk; then the final draw.
@@ -39,23 +39,25 @@ def verify_sampling_kernel(
     base = row * n
     cur, last, rejected, drop = walk(
         tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
-        num_ptr, predicts_ptr, row, base, n, vocab, num_steps, total_nodes, threshold_single,
-        threshold_acc, part, HAS_DRAFT, WIDE, BLOCK_N,
+        num_ptr, predicts_ptr, row, base, n, vocab, q_stride, p_stride, num_steps, total_nodes,
+        threshold_single, threshold_acc, part, HAS_DRAFT, WIDE, BLOCK_N,
     )  # fmt: skip
     coin = widen(tl.load(final_ptr + row), WIDE).to(tl.float64)
-    start = (base + cur) * vocab
+    # From here on q_ptr and p_ptr point at the final row (rows lie any stride apart).
+    q_ptr += (base + cur) * q_stride
+    p_ptr += (base + cur) * p_stride
     blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS] the final row's blocks, both shapes
     slot = own_slot(last, base, n, total_nodes)
     num_blocks = tl.cdiv(vocab, BLOCK_V)
-    _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop, vocab,
+    _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, rejected, drop, vocab,
                 num_blocks, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS, PER_PROGRAM)  # fmt: skip
-    _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, parts, start,
+    _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, parts,
                        rejected, drop, coin, slot, total_nodes, vocab, blocks, num_blocks,
                        HAS_DRAFT, WIDE, SPLIT, BLOCK_V, MAX_BLOCKS)  # fmt: skip
 
 
 @triton.jit
-def _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop, vocab,
+def _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, rejected, drop, vocab,
                 num_blocks, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
                 MAX_BLOCKS: tl.constexpr, PER_PROGRAM: tl.constexpr):  # fmt: skip
     """Program ``part``'s share of the final row, each block's float64 sum stored into the
@@ -63,7 +65,7 @@ def _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop
     for c in range(chunks):
         # One load a chunk, so that its blocks' loads are in flight together.
         chunk = part * chunks + c
-        mass, _ = _final_mass(q_ptr, p_ptr, start, rejected, drop,
+        mass, _ = _final_mass(q_ptr, p_ptr, rejected, drop,
                               chunk * (PER_PROGRAM * BLOCK_V), vocab, HAS_DRAFT, WIDE,
                               PER_PROGRAM * BLOCK_V)  # fmt: skip
         mass = tl.reshape(mass, [PER_PROGRAM, BLOCK_V])  # [PER_PROGRAM, BLOCK_V]
@@ -73,7 +75,7 @@ def _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, start, rejected, drop
 
 
 @triton.jit
-def _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, parts, start,
+def _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, parts,
                        rejected, drop, coin, slot, total_nodes, vocab, blocks, num_blocks,
                        HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, SPLIT: tl.constexpr,
                        BLOCK_V: tl.constexpr, MAX_BLOCKS: tl.constexpr):  # fmt: skip
@@ -91,13 +93,13 @@ def _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, 
                        other=0.0, cache_modifier=".cg")  # fmt: skip
         ends = tl.cumsum(sums, axis=0)  # [MAX_BLOCKS] the running sum at each block's end
         total = tl.sum(tl.where(blocks == num_blocks - 1, ends, 0.0), axis=0)
-        token = _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin,
+        token = _locate(q_ptr, p_ptr, rejected, drop, sums, ends, total, coin,
                         num_blocks, vocab, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS)  # fmt: skip
         tl.store(predicts_ptr + slot, token, mask=slot < total_nodes)
 
 
 @triton.jit
-def _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin, num_blocks, vocab,
+def _locate(q_ptr, p_ptr, rejected, drop, sums, ends, total, coin, num_blocks, vocab,
             HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
             MAX_BLOCKS: tl.constexpr):  # fmt: skip
     """Inverse CDF from the block sums and the running sums at the blocks' ends: one block
@@ -116,7 +118,7 @@ def _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin, num_bl
     crosses = crossing < num_blocks
     block = tl.where(crosses, crossing, tl.maximum(heavy, 0))
     before = tl.sum(tl.where(blocks == block - 1, ends, 0.0), axis=0)  # exact: one term
-    mass, index = _final_mass(q_ptr, p_ptr, start, rejected, drop, block * BLOCK_V, vocab,
+    mass, index = _final_mass(q_ptr, p_ptr, rejected, drop, block * BLOCK_V, vocab,
                               HAS_DRAFT, WIDE, BLOCK_V)  # fmt: skip
     running = before + tl.cumsum(mass.to(tl.float64), axis=0)  # [BLOCK_V]
     found = tl.min(tl.where((mass > 0) & (running > target), index, vocab), axis=0)
@@ -126,7 +128,7 @@ def _locate(q_ptr, p_ptr, start, rejected, drop, sums, ends, total, coin, num_bl
 
 
 @triton.jit
-def _final_mass(q_ptr, p_ptr, start, rejected, drop, first, vocab, HAS_DRAFT: tl.constexpr,
+def _final_mass(q_ptr, p_ptr, rejected, drop, first, vocab, HAS_DRAFT: tl.constexpr,
                 WIDE: tl.constexpr, BLOCK_V: tl.constexpr):  # fmt: skip
     """The positive part of ``relu(q - removed)`` on the block at ``first`` (float32, or
     float64 for ``WIDE``; sums take it in float64) and its indices.
@@ -137,9 +139,9 @@ def _final_mass(q_ptr, p_ptr, start, rejected, drop, first, vocab, HAS_DRAFT: tl
     """
     index = first + tl.arange(0, BLOCK_V)  # [BLOCK_V]
     inside = index < vocab
-    row = widen(tl.load(q_ptr + start + index, mask=inside, other=0.0), WIDE)  # [BLOCK_V]
+    row = widen(tl.load(q_ptr + index, mask=inside, other=0.0), WIDE)  # [BLOCK_V]
     if HAS_DRAFT:
-        sub = widen(tl.load(p_ptr + start + index, mask=inside, other=0.0), WIDE)  # [BLOCK_V]
+        sub = widen(tl.load(p_ptr + index, mask=inside, other=0.0), WIDE)  # [BLOCK_V]
         row = tl.where(rejected > 0, row - sub, row)  # [BLOCK_V]
     else:
         here = (drop >= first) & (drop < first + BLOCK_V)  # [BLOCK_N]

@@ -23,8 +23,8 @@ from ._kernels_verify import end_outside
 
 @triton.jit
 def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
-         num_ptr, predicts_ptr, row, base, n, vocab, num_steps, total_nodes, threshold_single,
-         threshold_acc, part, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
+         num_ptr, predicts_ptr, row, base, n, vocab, q_stride, p_stride, num_steps, total_nodes,
+         threshold_single, threshold_acc, part, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
          BLOCK_N: tl.constexpr):  # fmt: skip
     """The bounded walk from the root, its outputs stored by part 0: the last accepted
     node, its flat index, how many of its children were tried, all rejected (0 unless a
@@ -42,8 +42,8 @@ def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, 
     rejected = row * 0
     dropped = tl.full([BLOCK_N], -1, tl.int64)  # [BLOCK_N]
     for level in range(num_steps):
-        chosen, tried, tokens = _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab,
-                                       threshold_single, threshold_acc, HAS_DRAFT, WIDE,
+        chosen, tried, tokens = _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, q_stride,
+                                       p_stride, threshold_single, threshold_acc, HAS_DRAFT, WIDE,
                                        BLOCK_N)  # fmt: skip
         accepted = alive & (chosen >= 0)
         slot = own_slot(last, base, n, total_nodes)
@@ -98,15 +98,17 @@ def _nodes(tokens_ptr, index_ptr, next_ptr, sibling_ptr, coins_ptr, base, n,
 
 
 @triton.jit
-def _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, threshold_single, threshold_acc,
-           HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+def _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, q_stride, p_stride,
+           threshold_single, threshold_acc, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
+           BLOCK_N: tl.constexpr):  # fmt: skip
     """Node ``cur``'s children in link order (at most N; only the first with a draft): the
     accepted child (-1 if none), how many children were tried and their tokens (``[BLOCK_N]``,
     -1 past them), which the final row loses if none is accepted.
     """
     tokens, _, first, sibling, coins = nodes
-    q, p = _gather(q_ptr, p_ptr, tokens, (base + cur) * vocab, tl.where(alive, n, 0), vocab,
-                   HAS_DRAFT, WIDE)  # [BLOCK_N] each  # fmt: skip
+    # The current node's rows, of the target and the draft: rows lie any stride apart.
+    q, p = _gather(q_ptr + (base + cur) * q_stride, p_ptr + (base + cur) * p_stride, tokens,
+                   tl.where(alive, n, 0), vocab, HAS_DRAFT, WIDE)  # [BLOCK_N] each  # fmt: skip
     dtype = tl.float64 if WIDE else tl.float32
     coin = _pick(coins, cur)
     child = tl.where(alive, _pick(first, cur), -1)  # []
@@ -133,17 +135,17 @@ def _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, threshold_single, th
 
 
 @triton.jit
-def _gather(q_ptr, p_ptr, tokens, start, live, vocab, HAS_DRAFT: tl.constexpr,
+def _gather(q_ptr, p_ptr, tokens, live, vocab, HAS_DRAFT: tl.constexpr,
             WIDE: tl.constexpr):  # fmt: skip
-    """The target (and draft) probability of every node's token in the row at ``start``
+    """The target (and draft) probability of every node's token in the rows at the pointers
     (``[BLOCK_N]`` each, float32 or float64 for ``WIDE``), for the first ``live`` nodes: one
     load each, which depends on the row only. Tokens outside the vocabulary read 0."""
     slots = tl.arange(0, tokens.shape[0])  # [BLOCK_N]
     known = (slots < live) & (tokens >= 0) & (tokens < vocab)  # [BLOCK_N]
-    q = widen(tl.load(q_ptr + start + tokens, mask=known, other=0.0), WIDE)  # [BLOCK_N]
+    q = widen(tl.load(q_ptr + tokens, mask=known, other=0.0), WIDE)  # [BLOCK_N]
     p = q
     if HAS_DRAFT:
-        p = widen(tl.load(p_ptr + start + tokens, mask=known, other=0.0), WIDE)  # [BLOCK_N]
+        p = widen(tl.load(p_ptr + tokens, mask=known, other=0.0), WIDE)  # [BLOCK_N]
     return q, p
 
 

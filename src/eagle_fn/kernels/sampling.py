@@ -88,13 +88,15 @@ def _verify_sampling(
     per_program = min(BLOCKS_PER_PROGRAM, max_blocks)
     parts, chunks = _parts(bs, -(-num_blocks // per_program), SPLIT)
     sums, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
+    q = _unit_columns(target_probs)  # [bs * N, V]
+    p = _unit_columns(draft_probs) if has_draft else q  # [bs * N, V] unread without a draft
     launch(
         bs * parts,
         draft_tokens.contiguous(), retrieve_index.contiguous(), next_token.contiguous(),
-        next_sibling.contiguous(), target_probs.contiguous(), draft_probs.contiguous(),
-        uniforms.contiguous(), final_uniforms.contiguous(),
+        next_sibling.contiguous(), q, p, uniforms.contiguous(), final_uniforms.contiguous(),
         accept_index, num_accepted, predicts, sums, arrivals,
-        n, vocab, num_steps, bs * n, parts, chunks, threshold_single, threshold_acc,
+        n, vocab, q.stride(0), p.stride(0), num_steps, bs * n, parts, chunks, threshold_single,
+        threshold_acc,
         HAS_DRAFT=has_draft,
         WIDE=compute_dtype(target_probs.dtype) == torch.float64,
         SPLIT=SPLIT,
@@ -105,6 +107,12 @@ def _verify_sampling(
         num_warps=NUM_WARPS,
     )  # fmt: skip
     return accept_index, num_accepted, predicts
+
+
+def _unit_columns(probs: Tensor) -> Tensor:
+    """``probs`` as the kernel reads it in place: any row stride (a view of a padded buffer,
+    say), consecutive columns; copied only when its columns are apart."""
+    return probs if probs.stride(1) == 1 else probs.contiguous()
 
 
 def _parts(bs: Any, num_chunks: int, split: bool) -> tuple[Any, Any]:
