@@ -53,10 +53,12 @@ venv_python() {
         # The test extra of pyproject.toml, less its linters: the suite needs no more.
         "$venv/bin/python" -m pip install --quiet "torch==$version" \
             "pytest>=8" "hypothesis>=6.100" >&2
-        # Triton before 3.8 (torch 2.11 ships 3.6) has an interpreter that turns scalars into
-        # ints with int(array), which numpy 2.4 refuses: its kernel tests would all skip.
-        "$venv/bin/python" -m pip install --quiet "$("$venv/bin/python" -c "$numpy_for_triton")" >&2
     fi
+    # Every time (pip does nothing when it is satisfied), a venv made by hand included:
+    # without NumPy, Triton's interpreter cannot import and the kernel tests fail to collect.
+    # Triton before 3.8 (torch 2.11 ships 3.6, 2.12 3.7) turns scalars into ints with
+    # int(array), which numpy 2.4 refuses: their kernel tests would all skip.
+    "$venv/bin/python" -m pip install --quiet "$("$venv/bin/python" -c "$numpy_for_triton")" >&2
     echo "$venv/bin/python"
 }
 
