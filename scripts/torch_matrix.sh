@@ -4,7 +4,7 @@
 # they run on a CPU too). docs/torch-versions.md describes it and holds the last results.
 #
 # Usage: scripts/torch_matrix.sh [VERSION ...] [-- PYTEST_ARG ...]
-#   VERSION                 torch releases to test (default: 2.11.0 2.13.0 2.14.1)
+#   VERSION                 torch releases to test (default: 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0)
 #   PYTEST_ARG              passed on to pytest (default: the whole suite, -q)
 # Environment:
 #   MATRIX_DIR              where the venvs live, one torch-<VERSION> each (default: .matrix/)
@@ -24,7 +24,7 @@ while [[ $# -gt 0 && $1 != "--" ]]; do
 done
 [[ $# -gt 0 ]] && shift  # the "--"
 pytest_args=("$@")
-[[ ${#versions[@]} -eq 0 ]] && versions=(2.11.0 2.13.0 2.14.1)
+[[ ${#versions[@]} -eq 0 ]] && versions=(2.11.0 2.12.1 2.13.0 2.14.1 2.15.0)
 [[ ${#pytest_args[@]} -eq 0 ]] && pytest_args=(-q)
 
 mkdir -p "$matrix_dir/logs"
