@@ -243,6 +243,33 @@ def test_check_catches_a_returned_view_rebound(fresh_cache):
         c.check()
 
 
+def test_check_reads_every_kept_view_strides_included(fresh_cache):
+    # Kernels read raw memory: a view rebound to the same memory and shape with other
+    # strides reads other cells. Every bs kept is checked, not only the first.
+    c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
+    organize_chain(c, torch.zeros(1, 3, dtype=torch.int64))
+    tree = organize_chain(c, torch.zeros(2, 3, dtype=torch.int64))
+    tree.parent_list.data = c.parents.as_strided((2, 3), (1, 2))
+    with pytest.raises(RuntimeError, match=r"ChainConstants.rows\[2\] no longer views"):
+        c.check()
+
+
+def test_check_catches_a_constant_rebound_to_other_strides(fresh_cache):
+    # The same values, column-major, no version bump: only the strides tell.
+    c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
+    c.parents.data = c.parents.t().contiguous().t()
+    with pytest.raises(RuntimeError, match=r"ChainConstants.parents changed layout"):
+        c.check()
+
+
+def test_a_value_built_in_a_capture_is_built_outside_inference_mode(monkeypatch):
+    # As the cached ones are: the docstring's rule holds for capturable values too.
+    monkeypatch.setattr(_memo, "_capturing", lambda: True)
+    with torch.inference_mode():
+        built = _memo.memoized(("mode",), torch.is_inference_mode_enabled, capturable=True)
+    assert built is False
+
+
 def test_check_catches_writes_that_bypass_the_version_counter(fresh_cache):
     # A raw-pointer kernel bumps no version counter; .data writes model it here.
     c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
