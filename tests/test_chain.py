@@ -258,7 +258,8 @@ def test_check_catches_a_constant_rebound_to_other_strides(fresh_cache):
     # The same values, column-major, no version bump: only the strides tell.
     c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
     c.parents.data = c.parents.t().contiguous().t()
-    with pytest.raises(RuntimeError, match=r"ChainConstants.parents changed layout"):
+    message = r"ChainConstants.parents changed layout to shape \[4, 3\], strides \[1, 4\]:"
+    with pytest.raises(RuntimeError, match=message):
         c.check()
 
 
