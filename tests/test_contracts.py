@@ -202,14 +202,16 @@ def test_every_remembered_signature_skips_the_full_check(monkeypatch, kind):
         remembered(cfg, *values)
 
 
-def test_a_list_longer_than_num_steps_is_named():
+@pytest.mark.parametrize("wrong", [list, tuple])
+def test_a_list_or_tuple_of_another_length_is_named(wrong):
     lists = contract("lists", b=Arg("[bs, 1]", later="[bs, 2]"))
     steps = [torch.zeros(2, 1, dtype=torch.int64), torch.zeros(2, 2, dtype=torch.int64)]
     lists(TREE_CFG, steps)
-    message = r"^lists: b must hold num_steps = 2 tensors, got 3$"
     for check in (lists, lists.check):
-        with pytest.raises(ValueError, match=message):
-            check(TREE_CFG, [*steps, steps[1]])
+        for value, got in ((wrong(steps[:1]), 1), (wrong([*steps, steps[1]]), 3)):
+            message = rf"^lists: b must hold num_steps = 2 tensors, got {got}$"
+            with pytest.raises(ValueError, match=message):
+                check(TREE_CFG, value)
 
 
 def test_a_symbol_is_bound_by_its_first_occurrence():
