@@ -54,7 +54,7 @@ def test_same_arguments_return_the_same_objects():
     assert chain_constants(DraftConfig.chain(5), max_bs=8, device="cpu") is not first
 
 
-def test_row_views_are_cut_on_first_use_and_kept(fresh_cache):
+def test_row_views_are_cut_on_first_use_and_kept(fresh_cache, monkeypatch):
     # Cutting every bs up front took seconds and about 300 MB of views at max_bs 65536.
     worker = DraftOrganizer(DraftConfig.chain(3), max_bs=65536, device="cpu", compile=False)
     c = chain_constants(DraftConfig.chain(3), max_bs=65536, device="cpu")
@@ -62,7 +62,9 @@ def test_row_views_are_cut_on_first_use_and_kept(fresh_cache):
     tokens = torch.zeros(5, 3, dtype=torch.int64)
     first = worker.organize(torch.zeros(5, 3), tokens)
     assert list(c.rows) == [5]
-    again = organize_chain(c, tokens)
+    with monkeypatch.context() as patch:  # a kept bs is looked up, not sliced again
+        patch.setattr(chain.ChainConstants, "cut", lambda self, bs: pytest.fail("cut again"))
+        again = organize_chain(c, tokens)
     assert again.parent_list is first.parent_list  # the kept view, not a new slice
     assert c.at(0)[0].shape == (0, 3)
     assert list(c.rows) == [5, 0]
@@ -241,6 +243,34 @@ def test_check_catches_a_returned_view_rebound(fresh_cache):
     tree.parent_list.data = torch.zeros_like(tree.parent_list)
     with pytest.raises(RuntimeError, match=r"ChainConstants.rows\[2\] no longer views"):
         c.check()
+
+
+def test_check_reads_every_kept_view_strides_included(fresh_cache):
+    # Kernels read raw memory: a view rebound to the same memory and shape with other
+    # strides reads other cells. Every bs kept is checked, not only the first.
+    c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
+    organize_chain(c, torch.zeros(1, 3, dtype=torch.int64))
+    tree = organize_chain(c, torch.zeros(2, 3, dtype=torch.int64))
+    tree.parent_list.data = c.parents.as_strided((2, 3), (1, 2))
+    with pytest.raises(RuntimeError, match=r"ChainConstants.rows\[2\] no longer views"):
+        c.check()
+
+
+def test_check_catches_a_constant_rebound_to_other_strides(fresh_cache):
+    # The same values, column-major, no version bump: only the strides tell.
+    c = chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu")
+    c.parents.data = c.parents.t().contiguous().t()
+    message = r"ChainConstants.parents changed layout to shape \[4, 3\], strides \[1, 4\]:"
+    with pytest.raises(RuntimeError, match=message):
+        c.check()
+
+
+def test_a_value_built_in_a_capture_is_built_outside_inference_mode(monkeypatch):
+    # As the cached ones are: the docstring's rule holds for capturable values too.
+    monkeypatch.setattr(_memo, "_capturing", lambda: True)
+    with torch.inference_mode():
+        built = _memo.memoized(("mode",), torch.is_inference_mode_enabled, capturable=True)
+    assert built is False
 
 
 def test_check_catches_writes_that_bypass_the_version_counter(fresh_cache):

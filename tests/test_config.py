@@ -81,8 +81,9 @@ def test_bad_values_name_field_and_value(kwargs, match):
         DraftConfig(**kwargs)
 
 
-@pytest.mark.parametrize("num_steps", [0, -1, 1.5, False])
+@pytest.mark.parametrize("num_steps", [0, -1, 1.5, False, None, "3"])
 def test_chain_rejects_bad_steps(num_steps):
-    message = f"DraftConfig.num_steps must be an int >= 1, got {num_steps}"
+    # A ValueError for a non-int too, not the TypeError of num_steps + 1.
+    message = f"DraftConfig.num_steps must be an int >= 1, got {num_steps!r}"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         DraftConfig.chain(num_steps)

@@ -5,9 +5,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eagle_fn import DraftConfig
-from eagle_fn.contracts import _REMEMBERED, FLOAT, Arg, contract
+from eagle_fn import DraftConfig, DraftTree
+from eagle_fn.contracts import _REMEMBERED, FLOAT, Arg, contract, fields
 from eagle_fn.organize import MULTILAYER, ORGANIZE_TREE
+from eagle_fn.verify import VERIFY_GREEDY
 
 CHAIN = DraftConfig.chain(3)
 CPU, META = torch.device("cpu"), torch.device("meta")
@@ -142,11 +143,15 @@ def test_a_remembered_signature_skips_the_full_check(monkeypatch):
 
 
 def test_remembered_calls_stay_bounded():
-    # A server meets every bs up to its largest: the signatures kept per contract are capped.
+    # A server meets every bs up to its largest: the signatures kept per contract are capped,
+    # after every call (the set empties when full), not only at the end.
     lone = contract("lone", config=False, a=Arg("[n]"))
+    sizes = []
     for n in range(_REMEMBERED + 2):
         lone(None, torch.zeros(n, dtype=torch.int64))
-    assert 0 < len(lone._accepted) <= _REMEMBERED
+        sizes.append(len(lone._accepted))
+    assert max(sizes) == _REMEMBERED
+    assert sizes[-2:] == [1, 2]
 
 
 def test_a_first_call_without_signatures_is_checked():
@@ -157,3 +162,80 @@ def test_a_first_call_without_signatures_is_checked():
     lists = contract("lists", b=Arg("[bs, 1]", later="[bs, 2]"))
     with pytest.raises(TypeError, match=r"lists: b must be a list of num_steps = 2 tensors"):
         lists(DraftConfig(2, 2, 4), "not a list")
+
+
+TREE_CFG = DraftConfig(2, 2, 4)
+SIGNATURES = {  # each contract kind, with two calls of different signatures
+    "tensors": (
+        contract("plain", config=False, a=Arg("[n]")),
+        None,
+        [(torch.zeros(2, dtype=torch.int64),), (torch.zeros(3, dtype=torch.int64),)],
+    ),
+    "lists": (
+        contract("lists", b=Arg("[bs, 1]", later="[bs, 2]")),
+        TREE_CFG,
+        [
+            ([torch.zeros(n, 1, dtype=torch.int64), torch.zeros(n, 2, dtype=torch.int64)],)
+            for n in (2, 3)
+        ],
+    ),
+    "fields": (
+        contract("fields", tree=fields(DraftTree, parent_list=Arg("[bs, parent_width]"))),
+        TREE_CFG,
+        [(DraftTree(torch.zeros(n, 3, dtype=torch.int64), None, None),) for n in (2, 3)],
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", SIGNATURES)
+def test_every_remembered_signature_skips_the_full_check(monkeypatch, kind):
+    # Not only the last call's: any accepted one, and for list and NamedTuple arguments too.
+    remembered, cfg, calls = SIGNATURES[kind]
+    for values in calls:
+        remembered(cfg, *values)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the full check ran again")
+
+    monkeypatch.setattr(type(remembered), "check", fail)
+    for values in calls:
+        remembered(cfg, *values)
+
+
+@pytest.mark.parametrize("wrong", [list, tuple])
+def test_a_list_or_tuple_of_another_length_is_named(wrong):
+    lists = contract("lists", b=Arg("[bs, 1]", later="[bs, 2]"))
+    steps = [torch.zeros(2, 1, dtype=torch.int64), torch.zeros(2, 2, dtype=torch.int64)]
+    lists(TREE_CFG, steps)
+    for check in (lists, lists.check):
+        for value, got in ((wrong(steps[:1]), 1), (wrong([*steps, steps[1]]), 3)):
+            message = rf"^lists: b must hold num_steps = 2 tensors, got {got}$"
+            with pytest.raises(ValueError, match=message):
+                check(TREE_CFG, value)
+
+
+def test_a_symbol_is_bound_by_its_first_occurrence():
+    # A symbol not yet known is bound by the first tensor that has it, and within that
+    # tensor by its first dimension: the message shows [2, 2], what the shape asked for.
+    square = contract("square", config=False, m=Arg("[n, n]"))
+    square(None, torch.zeros(3, 3, dtype=torch.int64))
+    with pytest.raises(
+        ValueError, match=r"^square: m must have shape \[n, n\] = \[2, 2\], got \[2, 3\]$"
+    ):
+        square(None, torch.zeros(2, 3, dtype=torch.int64))
+
+
+def test_batch_shapes_take_each_arguments_first_alternative():
+    # What the compiled paths declare dynamic: dim 0 involves bs; a list gives each step's.
+    assert VERIFY_GREEDY.batch_shapes(TREE_CFG) == {
+        "retrieve_index": "[bs, N]",
+        "retrieve_next_token": "[bs, N]",
+        "retrieve_next_sibling": "[bs, N]",
+        "draft_tokens": "[bs * N]",
+        "target_predict": "[bs * N]",
+    }
+    assert ORGANIZE_TREE.batch_shapes(TREE_CFG) == {
+        "score_list": ("[bs, 1, topk]", "[bs, topk, topk]"),
+        "token_list": ("[bs, topk]", "[bs, topk * topk]"),
+        "parents_list": ("[bs, topk + 1]", "[bs, topk]"),
+    }

@@ -10,10 +10,13 @@ import torch
 from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
+    DraftTree,
     MaskMode,
     MaxBatchWarning,
+    _backend,
     _memo,
     _modes,
+    build_verify_tree,
     chain_constants,
     organize_multilayer,
     organize_tree,
@@ -202,6 +205,7 @@ def test_bad_environment_value_lists_the_allowed_ones(monkeypatch, value):
 
 
 CHAIN = DraftConfig.chain(3)
+META_TREE = DraftTree(*(torch.zeros(2, 3, dtype=torch.int64, device="meta"),) * 3)
 
 
 @pytest.mark.parametrize(
@@ -260,6 +264,11 @@ CHAIN = DraftConfig.chain(3)
             ),
             ValueError,
             r"needs a chain config",
+        ),
+        (  # the worker's device, though build_verify_tree's contract names the tree's
+            lambda: worker(CHAIN).build_verify(META_TREE, torch.zeros(2), torch.zeros(2)),
+            ValueError,
+            r"^DraftOrganizer.build_verify: tree.top_scores_index is on meta, expected cpu \(the device of the worker\)$",
         ),
         (
             lambda: worker(CHAIN).organize_steps([], [], []),
@@ -326,3 +335,69 @@ def test_tree_configs_never_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         worker(cfg, max_bs=4).organize_steps(*lists)
+
+
+@pytest.mark.parametrize("bs", [3, 11])
+def test_organize_steps_takes_tuples_as_lists(bs):
+    # A draft loop may hand its per-step entries as tuples (types.Tensors): both paths.
+    cfg = DraftConfig.chain(4)
+    lists = draft_lists(cfg, bs, torch.Generator().manual_seed(bs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaxBatchWarning)
+        tree = worker(cfg).organize_steps(*(tuple(part) for part in lists))
+    assert_trees_equal(tree, organize_tree(cfg, *lists))
+
+
+def test_the_max_bs_warning_points_at_the_workers_caller():
+    w = worker(DraftConfig.chain(3), max_bs=2)
+    with pytest.warns(MaxBatchWarning) as seen:
+        w.organize(*multilayer(3, 3, torch.Generator().manual_seed(0)))
+    assert seen[0].filename == __file__
+
+
+def test_auto_leaves_a_path_the_triton_backend_fuses_eager(monkeypatch):
+    # On a CPU auto compiles only the general verify build, which Triton runs as one kernel.
+    monkeypatch.delenv("EAGLE_FN_COMPILE", raising=False)
+    monkeypatch.setattr(_backend, "triton_unavailable_reason", lambda device: None)  # any host
+    cfg = DraftConfig(4, 3, 8)
+    assert worker(cfg, compile=None, backend="torch").compiled == {"verify"}
+    assert worker(cfg, compile=None, backend="triton").compiled == set()
+
+
+@pytest.mark.parametrize("cfg", [DraftConfig.chain(3), DraftConfig(2, 2, 4)], ids=str)
+def test_build_verify_passes_seq_lens_sum_on(cfg):
+    # A seq_lens_sum that is not sum(seq_lens) sizes the FULL mask as build_verify_tree's does.
+    lists = draft_lists(cfg, 2, torch.Generator().manual_seed(0))
+    tree, bonus, seq_lens = organize_tree(cfg, *lists), torch.tensor([3, 4]), torch.tensor([5, 9])
+    for wrong in (10, 20):
+        options = {"mask_mode": MaskMode.FULL, "seq_lens_sum": wrong}
+        got = worker(cfg).build_verify(tree, bonus, seq_lens, **options)
+        assert_trees_equal(got, build_verify_tree(cfg, tree, bonus, seq_lens, **options))
+    with pytest.raises(
+        ValueError, match=r"^DraftOrganizer.build_verify: seq_lens_sum must be >= 0, got -1$"
+    ):
+        worker(cfg).build_verify(tree, bonus, seq_lens, mask_mode=MaskMode.FULL, seq_lens_sum=-1)
+
+
+def test_the_cpp_compiler_probe_names_a_failure_without_a_message(monkeypatch):
+    # An error with no text still means no compiler; a torch without the probe leaves it be.
+    import torch._inductor.cpp_builder as cpp_builder
+
+    def no_compiler():
+        raise RuntimeError
+
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
+    assert _modes.cpp_compiler_missing.__wrapped__() == "RuntimeError"
+    monkeypatch.setitem(sys.modules, "torch._inductor.cpp_builder", None)  # import fails
+    assert _modes.cpp_compiler_missing.__wrapped__() == ""
+
+
+def test_compiled_paths_without_a_caller_name_start_with_the_argument():
+    with pytest.raises(TypeError, match=r"^compile must be a bool or None, got str$"):
+        compiled_paths("yes", torch.device("cpu"), PATHS, Backend.TORCH)
+
+
+def test_auto_compiles_nothing_on_a_device_type_without_measurements(monkeypatch):
+    monkeypatch.delenv("EAGLE_FN_COMPILE", raising=False)
+    w = DraftOrganizer(DraftConfig(4, 3, 8), max_bs=2, device="meta")
+    assert w.compiled == set()

@@ -119,7 +119,9 @@ class CachedTensors:
             if versions[name] != self._versions[name]:
                 reason = "was written in place"
             elif tensor.shape != expected.shape or tensor.stride() != expected.stride():
-                reason = f"changed layout to {show(tensor.shape)}"
+                reason = (
+                    f"changed layout to shape {show(tensor.shape)}, strides {show(tensor.stride())}"
+                )
             elif not tensor.is_meta and not torch.equal(tensor, expected):  # meta: no values
                 reason = "holds different values"
             else:
