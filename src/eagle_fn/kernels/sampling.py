@@ -82,11 +82,7 @@ def _verify_sampling(
     bs, n = retrieve_index.shape
     vocab = target_probs.shape[1]
     accept_index, num_accepted, predicts = empty_verdict(retrieve_index, draft_tokens, num_steps)
-    block = min(BLOCK_V, power_of_2(vocab))
-    num_blocks = -(-vocab // block)
-    max_blocks = power_of_2(num_blocks)
-    per_program = min(BLOCKS_PER_PROGRAM, max_blocks)
-    parts, chunks = _parts(bs, -(-num_blocks // per_program), SPLIT)
+    block, max_blocks, per_program, parts, chunks = _launch_shape(bs, vocab)
     sums, arrivals = _scratch(retrieve_index, max_blocks, SPLIT)
     q = _unit_columns(target_probs)  # [bs * N, V]
     p = _unit_columns(draft_probs) if has_draft else q  # [bs * N, V] unread without a draft
@@ -107,6 +103,17 @@ def _verify_sampling(
         num_warps=NUM_WARPS,
     )  # fmt: skip
     return accept_index, num_accepted, predicts
+
+
+def _launch_shape(bs: Any, vocab: int) -> tuple[int, int, int, Any, Any]:
+    """The final row's block size, its block count rounded up to a power of 2, the blocks a
+    program loads at once, the programs per request and the chunks per program."""
+    block = min(BLOCK_V, power_of_2(vocab))
+    num_blocks = -(-vocab // block)
+    max_blocks = power_of_2(num_blocks)
+    per_program = min(BLOCKS_PER_PROGRAM, max_blocks)
+    parts, chunks = _parts(bs, -(-num_blocks // per_program), SPLIT)
+    return block, max_blocks, per_program, parts, chunks
 
 
 def _unit_columns(probs: Tensor) -> Tensor:
