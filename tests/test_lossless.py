@@ -92,7 +92,7 @@ def test_marginals_are_distributions_of_the_toy():
 def test_greedy_requests_of_a_mixed_batch_decode_greedily(cfg):
     target, draft = toy_models(seed=2)
     start = torch.randint(0, target.vocab, (8, 2), generator=torch.Generator().manual_seed(1))
-    temperature = torch.tensor([0.0, 1.0] * 4)
+    temperature = torch.tensor([0.0, 1.0, -1.0, 1.0] * 2)  # entries <= 0 are greedy
     generated = speculative_generate(
         cfg, target, draft, start, 20, temperature=temperature,
         generator=torch.Generator().manual_seed(2),

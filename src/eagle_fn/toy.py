@@ -138,7 +138,9 @@ def speculative_generate(
     runs the target on every node and keeps what verification accepts: with the float
     ``temperature=0`` :func:`verify_greedy` (the output equals :func:`greedy_generate`'s), else
     (a float, or ``[bs]``) :func:`verify_sampling`, coins from ``generator`` (the output
-    follows :func:`sample_generate`'s distribution).
+    follows :func:`sample_generate`'s distribution). A float must be finite and >= 0; a
+    tensor's entries go unchecked (that would sync): those <= 0 decode greedily, as in
+    :func:`target_probs_from_logits`.
 
     Shapes: ``prompts [bs, >= 2]`` int64 -> ``tokens [bs, max_new_tokens]``.
     """
