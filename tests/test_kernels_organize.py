@@ -11,14 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch._dynamo.utils import counters
 
-from helpers.drafts import KINDS, configs, draft_lists, step_inputs
-from eagle_fn import DraftConfig, _compile, kernels, organize_tree, select_top_k
+from helpers.drafts import KINDS, configs, draft_lists, multilayer, step_inputs
+from eagle_fn import DraftConfig, DraftOrganizer, _compile, kernels, organize_tree, select_top_k
 from eagle_fn.kernels import _slots
 from eagle_fn.kernels import organize as kernel_organize
 from eagle_fn.kernels import selection as kernel_selection
 from eagle_fn.profiling import OpCounter
 from helpers import reference
 from helpers.asserts import assert_matches, assert_trees_equal
+from helpers.layouts import aliased_fields, call_untouched, layout_cases
 from helpers.kernel_support import (
     KERNEL_DEVICE,
     KERNEL_DEVICES,
@@ -298,6 +299,77 @@ def test_organize_reads_strided_inputs(device):
     assert not scores[1].is_contiguous()
     assert not tokens[1].is_contiguous()
     assert_organize_matches(cfg, (scores, tokens, parents), device)
+
+
+# --- engine layouts -------------------------------------------------------------------------
+# A serving engine hands over views: rows of [max_bs, ...] buffers, columns of per-step
+# buffers, transposed or broadcast tensors. Each must give the contiguous call's values, from
+# the kernel and the torch function alike, and leave every byte of the inputs' memory alone.
+
+LAYOUT_CFGS = [DraftConfig(2, 3, 6), DraftConfig.chain(3)]
+LAYOUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# What a DraftStep may hand back as a view of its inputs (docs/semantics.md §3).
+STEP_VIEWS = {0: {"input_ids", "scores", "score_entry", "token_entry"}, 1: {"token_entry"}}
+
+
+@pytest.mark.parametrize("cfg", LAYOUT_CFGS, ids=str)
+@pytest.mark.parametrize("step", [0, 1])
+@pytest.mark.parametrize("bs", [0, 1, 3])
+def test_select_reads_engine_layouts(cfg, step, bs, device):
+    gen = torch.Generator().manual_seed(bs)
+    for dtype in LAYOUT_DTYPES:
+        inputs = [
+            t for t in step_inputs(cfg, step, bs, gen, "ties", device, dtype) if t is not None
+        ]
+        want = select_top_k(cfg, step, *inputs)
+        expected = reference.select_top_k(cfg, step, *(t.cpu() for t in inputs))
+        for name, value in zip(want._fields, want, strict=True):
+            assert_matches(value, expected[name], value.shape)
+        for layout, tensors in layout_cases(inputs):
+            for select in (kernels.select_top_k, select_top_k):
+                got = call_untouched(select, tensors, cfg, step, *tensors)
+                assert_steps_equal(got, want, device)
+                assert aliased_fields(got, tensors) <= STEP_VIEWS[step], layout
+
+
+@pytest.mark.parametrize("cfg", [*LAYOUT_CFGS, DraftConfig.chain(10)], ids=str)
+@pytest.mark.parametrize("bs", [0, 1, 3])
+def test_organize_reads_engine_layouts(cfg, bs, device):
+    # chain(10) passes its last three steps in one slot (a cat); a step-0 parents entry is
+    # the same in every row, so an engine may broadcast it (the "expanded" layout).
+    gen = torch.Generator().manual_seed(bs)
+    worker = DraftOrganizer(cfg, max_bs=4, device=device, backend="triton", compile=False)
+    steps = cfg.num_steps
+    for dtype in LAYOUT_DTYPES:
+        lists = draft_lists(cfg, bs, gen, "ties", device, dtype)
+        want = organize_tree(cfg, *lists)
+        assert reference.as_lists(want) == reference.organize_tree(cfg, *lists)
+        for layout, tensors in layout_cases([t for entries in lists for t in entries]):
+            split = [tensors[i * steps : (i + 1) * steps] for i in range(3)]
+            for organize in (kernels.organize_tree, organize_tree):
+                got = call_untouched(organize, tensors, cfg, *split)
+                assert_steps_equal(got, want, device)
+                assert not aliased_fields(got, tensors), layout
+            got = call_untouched(worker.organize_steps, tensors, *split)
+            assert_steps_equal(got, want, device)
+            assert not aliased_fields(got, tensors), layout
+
+
+@pytest.mark.filterwarnings("ignore::eagle_fn.MaxBatchWarning")
+@pytest.mark.parametrize("bs", [0, 1, 3, 5])
+def test_worker_organizes_engine_layouts(bs, device):
+    # Within max_bs a chain takes the constants and hands topk_index back as the tokens
+    # (docs/semantics.md §4); past it, the general path computes fresh tensors.
+    cfg = DraftConfig.chain(3)
+    worker = DraftOrganizer(cfg, max_bs=4, device=device, backend="triton", compile=False)
+    gen = torch.Generator().manual_seed(bs)
+    inputs = [t.to(device) for t in multilayer(3, bs, gen)]
+    want = reference.organize_chain(3, inputs[1].cpu())
+    views = {"draft_tokens"} if 0 < bs <= 4 else set()
+    for layout, tensors in layout_cases(inputs):
+        got = call_untouched(worker.organize, tensors, *tensors)
+        assert reference.as_lists(got) == want, layout
+        assert aliased_fields(got, tensors) == views, layout
 
 
 # --- select_top_k ---------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
 from helpers.asserts import assert_layout_equals, assert_trees_equal, assert_verdict_equals, on
+from helpers.layouts import aliased_fields, call_untouched, layout_cases
 from helpers.kernel_support import KERNEL_DEVICE, KERNEL_DEVICES, resolved, without_interpreter
 from helpers.kernel_trees import EDGE_CFG, SMALL_CONFIGS, edge_tree, scrambled_links, sibling_ring
 from helpers.trees import (
@@ -280,6 +281,68 @@ def test_non_contiguous_inputs(device):
     links = vt._replace(retrieve_next_token=column_major(vt.retrieve_next_token))
     links = links._replace(retrieve_next_sibling=column_major(vt.retrieve_next_sibling))
     check_greedy(SPEC_CFG, links, column_major(target.view(2, 8)))
+
+
+# A serving engine hands over views: rows of [max_bs, ...] buffers, columns, transposed or
+# broadcast tensors, links kept in larger buffers. Each gives the contiguous call's values,
+# from the kernel and the torch function alike; no input's memory is written, and no output
+# is a view of an input (every field is computed).
+LAYOUT_CFGS = [DraftConfig(2, 3, 6), DraftConfig.chain(3)]
+
+
+@pytest.mark.parametrize("cfg", LAYOUT_CFGS, ids=str)
+@pytest.mark.parametrize("mode", list(MaskMode), ids=str)
+@pytest.mark.parametrize("bs", [0, 1, 3])
+def test_build_reads_engine_layouts(cfg, mode, bs, device):
+    gen = torch.Generator().manual_seed(bs)
+    tree = on(organize_tree(cfg, *draft_lists(cfg, bs, gen)), device)
+    bonus = torch.randint(0, 1000, (bs,), generator=gen).to(device)
+    seq_lens = torch.full((bs,), 7, device=device)  # equal rows: broadcast too
+    worker = DraftOrganizer(cfg, max_bs=4, device=device, backend="triton", compile=False)
+    for total in [None, 7 * bs] if mode is MaskMode.FULL else [None]:
+        options = {"mask_mode": mode, "seq_lens_sum": total}
+        want = build_verify_tree(cfg, tree, bonus, seq_lens, **options)
+        cpu = on(tree, "cpu"), bonus.cpu(), seq_lens.cpu()
+        assert_layout_equals(want, reference.verify_tree(cfg, *cpu, mode.value), cfg, bs)
+        for layout, tensors in layout_cases([*tree, bonus, seq_lens]):
+            args = DraftTree(*tensors[:3]), *tensors[3:]
+            for build in (kverify.build_verify_tree, build_verify_tree):
+                got = call_untouched(build, tensors, cfg, *args, **options)
+                assert_trees_equal(got, want)
+                assert not aliased_fields(got, tensors), layout
+            got = call_untouched(worker.build_verify, tensors, *args, **options)
+            assert_trees_equal(got, want)
+            assert not aliased_fields(got, tensors), layout
+
+
+@pytest.mark.parametrize("cfg", LAYOUT_CFGS, ids=str)
+@pytest.mark.parametrize("bs", [0, 1, 3])
+def test_greedy_reads_engine_layouts(cfg, bs, device):
+    # target_predict flat and [bs, N]; a chain's first-child and sibling links are the same
+    # in every row, so they are broadcast too.
+    gen = torch.Generator().manual_seed(bs)
+    vt = build_verify_tree(
+        cfg, organize_tree(cfg, *draft_lists(cfg, bs, gen)), *random_rows(bs, gen, "cpu")
+    )
+    target = agreeing_target(vt, gen)
+    expected = reference.verify_greedy(cfg, vt, target)
+    vt, target = on(vt, device), target.to(device)
+    want = verify_greedy(cfg, vt, target)
+    assert_verdict_equals(want, expected, cfg, bs)
+    for shape in [(-1,), (bs, cfg.num_draft_tokens)]:
+        inputs = [vt.draft_tokens, *vt.links, target.view(shape)]
+        for layout, tensors in layout_cases(inputs):
+            fields = (
+                "draft_tokens",
+                "retrieve_index",
+                "retrieve_next_token",
+                "retrieve_next_sibling",
+            )
+            strided = vt._replace(**dict(zip(fields, tensors, strict=False)))
+            for verify in (kgreedy.verify_greedy, verify_greedy):
+                got = call_untouched(verify, tensors, cfg, strided, tensors[-1])
+                assert_trees_equal(got, want)
+                assert not aliased_fields(got, tensors), layout
 
 
 class NoLaunch:

@@ -3,6 +3,7 @@
 - :mod:`asserts`: exact comparisons of tensors, trees and verdicts; ``on`` (a device move).
 - :mod:`drafts`: configs and draft inputs, as hypothesis strategies and seeded tables.
 - :mod:`trees`: hand-made trees and the targets that agree with them.
+- :mod:`layouts`: an input in the memory layouts engines hand over; the no-write check.
 - :mod:`reference`: the slow loop reference every torch path is compared with.
 - :mod:`sampling_inputs`, :mod:`sampling_reference`: the same for sampled verification.
 - :mod:`kernel_support`, :mod:`kernel_trees`, :mod:`kernel_probe`: the Triton kernel tests'
