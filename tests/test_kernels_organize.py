@@ -326,10 +326,20 @@ def test_select_reads_engine_layouts(cfg, step, bs, device):
         for name, value in zip(want._fields, want, strict=True):
             assert_matches(value, expected[name], value.shape)
         for layout, tensors in layout_cases(inputs):
-            for select in (kernels.select_top_k, select_top_k):
-                got = call_untouched(select, tensors, cfg, step, *tensors)
-                assert_steps_equal(got, want, device)
-                assert aliased_fields(got, tensors) <= STEP_VIEWS[step], layout
+            views = select_top_k(cfg, step, *tensors)
+            assert aliased_fields(views, tensors) <= STEP_VIEWS[step], layout
+            got = call_untouched(kernels.select_top_k, tensors, cfg, step, *tensors)
+            assert_steps_equal(got, want, device)
+            assert_same_views(got, views, tensors, layout)
+
+
+def assert_same_views(got, want, inputs, layout):
+    """The kernel hands back the torch function's views of ``inputs``: the same fields, each
+    the same memory, shape and strides (a compiled consumer guards on the strides)."""
+    assert aliased_fields(got, inputs) == aliased_fields(want, inputs), layout
+    for name in aliased_fields(want, inputs):
+        a, w = getattr(got, name), getattr(want, name)
+        assert (a.data_ptr(), a.shape, a.stride()) == (w.data_ptr(), w.shape, w.stride()), name
 
 
 @pytest.mark.parametrize("cfg", [*LAYOUT_CFGS, DraftConfig.chain(10)], ids=str)
@@ -561,6 +571,31 @@ def test_select_rejects_what_torch_rejects(step, shapes, error, names):
         kernels.select_top_k(*args)
     assert str(actual.value) == str(expected.value)
     assert str(actual.value).startswith(f"select_top_k: {names} ")
+
+
+@pytest.mark.compiled
+def test_a_kernel_chain_loop_on_buffer_columns_compiles_once(fresh_dynamo):
+    # An engine's chain draft loop reads each step from a column of one buffer. The kernel's
+    # steps feed a compiled organize one graph for every bs, as the torch function's do: at
+    # bs 1 its token_entry had been topk_index reshaped, strides (1, 1) for the column's
+    # (W, 1), and the organize compiled a second graph for them.
+    cfg = DraftConfig.chain(3)
+    worker = DraftOrganizer(cfg, max_bs=8, device=KERNEL_DEVICE, backend="triton", compile=True)
+    gen = torch.Generator().manual_seed(2)
+    probs = torch.rand(8, 4, generator=gen).to(KERNEL_DEVICE)
+    tokens = torch.randint(0, 50, (8, 4), generator=gen).to(KERNEL_DEVICE)
+    for bs in (3, 1, 2):
+        step = kernels.select_top_k(cfg, 0, probs[:bs, :1], tokens[:bs, :1])
+        steps = [step]
+        for i in (1, 2):
+            column = probs[:bs, i : i + 1], tokens[:bs, i : i + 1]
+            steps.append(step := kernels.select_top_k(cfg, i, *column, step.scores))
+        lists = [
+            [getattr(s, f) for s in steps] for f in ("score_entry", "token_entry", "parents_entry")
+        ]
+        assert_trees_equal(worker.organize_steps(*lists), organize_tree(cfg, *lists))
+    assert counters["stats"]["unique_graphs"] == 1
+    assert not counters["graph_break"]
 
 
 @pytest.mark.compiled

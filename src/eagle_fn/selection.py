@@ -122,9 +122,7 @@ def next_step(
     expand = scores.unsqueeze(2) * topk_p.reshape(bs, k, k)  # [bs, k, k]
     flat = expand.flatten(1)  # [bs, k * k]
     sel = best_indices(flat, k)  # [bs, k] positions in 0..k*k-1, best first
-    # A chain's [bs, 1] is already the shape; reshape would restride it at bs 1 (a column of
-    # a wider buffer turns (W, 1) into (1, 1)) and a compiled organize would compile again.
-    tokens = topk_index if k == 1 else topk_index.reshape(bs, k * k)  # [bs, k * k]
+    tokens = token_entry(topk_index, bs, k)  # [bs, k * k]
     rows = torch.arange(bs, device=sel.device).unsqueeze(1)  # [bs, 1]
     return DraftStep(
         input_ids=tokens.gather(1, sel).flatten(),  # [bs * k]
@@ -134,6 +132,16 @@ def next_step(
         token_entry=tokens,
         parents_entry=sel + (k * k * (step - 1) + k),  # [bs, k] flat index of each kept path
     )
+
+
+def token_entry(topk_index: Tensor, bs: int, k: int) -> Tensor:
+    """A later step's ``token_entry``: ``topk_index [bs * k, k]`` as ``[bs, k * k]``.
+
+    A chain's ``[bs, 1]`` is already that shape and comes back as it is: reshape would
+    restride it at bs 1 (a column of a wider buffer turns (W, 1) into (1, 1)), and a compiled
+    organize fed the steps would compile again. The kernels' step shares this.
+    """
+    return topk_index if k == 1 else topk_index.reshape(bs, k * k)
 
 
 def select_args(

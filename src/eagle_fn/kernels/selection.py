@@ -38,7 +38,7 @@ def next_step(
         hidden_index=hidden_index,
         scores=best,
         score_entry=expand,
-        token_entry=topk_index.reshape(scores.shape[0], k * k),  # [bs, k * k]
+        token_entry=selection.token_entry(topk_index, scores.shape[0], k),  # [bs, k * k]
         parents_entry=parents,
     )
 
