@@ -345,6 +345,37 @@ def test_greedy_reads_engine_layouts(cfg, bs, device):
                 assert not aliased_fields(got, tensors), layout
 
 
+@pytest.mark.parametrize("cfg", LAYOUT_CFGS, ids=str)
+@pytest.mark.parametrize("bs", [1, 3])
+def test_greedy_reads_one_engine_buffer(cfg, bs, device):
+    # An engine keeping the tokens, the three links and the target as rows of one
+    # [5, max_bs, N] buffer: five views of one memory, junk in the rows past bs.
+    gen = torch.Generator().manual_seed(bs)
+    n = cfg.num_draft_tokens
+    vt = build_verify_tree(
+        cfg, organize_tree(cfg, *draft_lists(cfg, bs, gen)), *random_rows(bs, gen, "cpu")
+    )
+    target = agreeing_target(vt, gen)
+    rows = [vt.draft_tokens.view(bs, n), *vt.links, target.view(bs, n)]
+    buffer = torch.full((5, bs + 2, n), 10**6 + 7)
+    buffer[:, :bs] = torch.stack(rows)
+    views = list(buffer.to(device)[:, :bs].unbind(0))
+    views[0] = views[0].flatten()  # draft_tokens [bs * N]
+    links = dict(
+        zip(
+            ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"),
+            views[1:4],
+            strict=True,
+        )
+    )
+    strided = on(vt, device)._replace(draft_tokens=views[0], **links)
+    want = verify_greedy(cfg, on(vt, device), target.to(device))
+    for verify in (kgreedy.verify_greedy, verify_greedy):
+        got = call_untouched(verify, views, cfg, strided, views[4])
+        assert_trees_equal(got, want)
+        assert not aliased_fields(got, views)
+
+
 class NoLaunch:
     """Stands in for a kernel: launching it (``kernel[grid]``) fails the test."""
 
