@@ -5,9 +5,9 @@ finds, by feature detection (never by version string, see docs/torch-versions.md
 installed torch offers, and compiles with it:
 
 - a shapes spec (``torch.fx.experimental.dynamic_spec`` passed to ``torch.compile`` as
-  ``shapes_spec`` on torch 2.13, ``dynamic_shapes`` on 2.14), or else
+  ``shapes_spec`` on torch 2.13, ``dynamic_shapes`` on 2.14 and 2.15), or else
 - marking: each call hands the graph fresh aliases of the caller's tensors, marked unbacked,
-  so the caller's own tensors are never written to (torch 2.11).
+  so the caller's own tensors are never written to (torch 2.11 and 2.12).
 
 Either way each path compiles one graph over every batch size, 0 and 1 included.
 """
