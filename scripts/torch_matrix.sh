@@ -56,8 +56,9 @@ venv_python() {
     fi
     # Every time (pip does nothing when it is satisfied), a venv made by hand included:
     # without NumPy, Triton's interpreter cannot import and the kernel tests fail to collect.
-    # Triton before 3.8 (torch 2.11 ships 3.6, 2.12 3.7) turns scalars into ints with
-    # int(array), which numpy 2.4 refuses: their kernel tests would all skip.
+    # Triton 3.6 (torch 2.11's) turns scalars into ints with int(array), which numpy 2.4
+    # refuses: its kernel tests would all skip. 3.7 (2.12's) squeezes the array first, as 3.8
+    # does, but gets the older numpy too.
     "$venv/bin/python" -m pip install --quiet "$("$venv/bin/python" -c "$numpy_for_triton")" >&2
     echo "$venv/bin/python"
 }

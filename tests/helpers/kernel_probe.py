@@ -3,8 +3,8 @@
 Without a GPU the kernel tests run the kernels in Triton's interpreter, which not every
 Triton can do: 3.6's (torch 2.11's) holds a runtime scalar as a one-element NumPy array and
 converts it with ``int()`` where Python needs an int (``range(num_steps)``), which NumPy 2.4
-refuses (scripts/torch_matrix.sh installs numpy < 2.4 beside it); 3.8 and 3.9 squeeze the
-array first. Compiled kernels do not go through NumPy (``kernel_aot.py`` compiles them with
+refuses (scripts/torch_matrix.sh installs numpy < 2.4 beside it); 3.7, 3.8 and 3.9 squeeze
+the array first. Compiled kernels do not go through NumPy (``kernel_aot.py`` compiles them with
 3.6 too). One tiny call of every public kernel decides: that one known limit skips the
 kernel tests with its reason; any other error propagates, so that a broken kernel fails
 loudly instead of skipping every kernel test.
