@@ -88,6 +88,7 @@ def _eager_when_needed(
       raises. Values stay exact; a warning, once, says the compiled path is being missed.
     - A call under fake tensors (``FakeTensorMode``, ``make_fx``): the compiled code would
       read their data pointers (a segfault on CPU), and FX cannot trace a compiled function.
+
     Inside a caller's torch.compile region the compiled call is traced as it is."""
     batches = [(name, arg) for name, arg in shapes.items() if isinstance(arg, Batch)]
     name, batch = batches[0] if batches else ("", None)

@@ -141,7 +141,7 @@ def token_entry(topk_index: Tensor, bs: int, k: int) -> Tensor:
     restride it at bs 1 (a column of a wider buffer turns (W, 1) into (1, 1)), and a compiled
     organize fed the steps would compile again. The kernels' step shares this.
     """
-    return topk_index if k == 1 else topk_index.reshape(bs, k * k)
+    return topk_index if k == 1 else topk_index.reshape(bs, k * k)  # [bs, k * k]
 
 
 def select_args(
