@@ -17,7 +17,7 @@ from .contracts import FLOAT, Arg, Contract, contract
 from .layout import first_true
 from .probs import compute_dtype, sample_from_row
 from .types import GreedyVerdict, VerifyTree
-from .verify import VERIFY_TREE, end_outside
+from .verify import VERIFY_TREE, end_outside, in_own_row
 
 THRESHOLD_ACC_FLOOR = 1e-9  # SGLang floors threshold_acc here before dividing by it
 _PROBS = Arg("[bs, N, V] or [bs * N, V]", FLOAT)
@@ -235,8 +235,7 @@ def _emit(vt: VerifyTree, path: Tensor, accept_index: Tensor, token: Tensor) -> 
     level = torch.arange(steps, device=path.device)  # [S + 1]
     last = (path >= 0).sum(1, keepdim=True) - 1  # [bs, 1] the last accepted node's level
     values = torch.where(level < last, torch.cat([drafted, token.unsqueeze(1)], 1), token[:, None])
-    start = torch.arange(bs, device=path.device).unsqueeze(1) * n  # [bs, 1]
-    own = (level <= last) & (accept_index >= start) & (accept_index < start + n)  # [bs, S + 1]
+    own = (level <= last) & in_own_row(accept_index, n)  # [bs, S + 1]
     same = accept_index.unsqueeze(2) == accept_index.unsqueeze(1)  # [bs, S + 1, S + 1]
     later = same & own.unsqueeze(1) & (level.view(1, 1, -1) > level.view(1, -1, 1))
     slot = torch.where(own & ~later.any(2), accept_index, flat)  # [bs, S + 1] flat discards

@@ -127,12 +127,17 @@ def commit(accept_index: Tensor, target: Tensor, n: int) -> Tensor:
 
     A request writes only its own row: an accepted index in another request's row (a
     malformed ``retrieve_index``, any int64) commits nothing, so requests never touch each
-    other. The bounds are row starts, ``row * N``: no product of an index can overflow.
+    other.
     """
     flat = target.shape[0]
-    start = torch.arange(accept_index.shape[0], device=accept_index.device) * n  # [bs]
-    own = (accept_index >= start.unsqueeze(1)) & (accept_index < (start + n).unsqueeze(1))
-    slot = torch.where(own, accept_index, flat)  # [bs, S + 1]
+    slot = torch.where(in_own_row(accept_index, n), accept_index, flat)  # [bs, S + 1]
     padded = torch.cat([target, target.new_zeros(1)])  # [bs * N + 1] slot flat discards
     predicts = target.new_zeros(flat + 1)  # [bs * N + 1]
     return predicts.index_put((slot.flatten(),), padded[slot.flatten()])[:flat]  # [bs * N]
+
+
+def in_own_row(index: Tensor, n: int) -> Tensor:
+    """Which flat node indices ``[bs, M]`` lie in their own request's row, ``[row * N, row * N
+    + N)``. The bounds are row starts: no product of an index can overflow."""
+    start = torch.arange(index.shape[0], device=index.device).unsqueeze(1) * n  # [bs, 1]
+    return (index >= start) & (index < start + n)  # [bs, M]
