@@ -107,7 +107,8 @@ def test_explicit_triton_on_cpu_needs_the_interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     message = (
         "backend 'triton' cannot run on cpu: Triton kernels run on CPU tensors only in "
-        "interpreter mode; set TRITON_INTERPRET=1 before eagle_fn.kernels is first imported"
+        "interpreter mode; set TRITON_INTERPRET=1 before triton is first imported (before "
+        "`import eagle_fn`)"
     )
     with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
         resolve_backend("triton", CPU)

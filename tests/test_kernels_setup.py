@@ -37,6 +37,26 @@ def test_device_checks_go_by_how_the_kernels_were_decorated(monkeypatch):
     assert _backend.interpreting() is decided
 
 
+@pytest.mark.parametrize("late", ["set", "unset"])
+def test_an_interpreter_switch_after_triton_loaded_is_refused_at_the_import(late):
+    # Triton decorates its own jit helpers (tl.sum, ...) once, as triton.language is first
+    # imported, and `import eagle_fn` loads it through torch._dynamo. Kernels decorated the
+    # other way imported silently and failed at their first launch calling a helper.
+    switch = {
+        "set": "import triton.language\nos.environ['TRITON_INTERPRET'] = '1'\n",
+        "unset": "os.environ['TRITON_INTERPRET'] = '1'\nimport triton.language\n"
+        "del os.environ['TRITON_INTERPRET']\n",
+    }[late]
+    script = (
+        "import os\n"
+        + switch
+        + ("try:\n    import eagle_fn.kernels\nexcept ImportError as error:\n    print(error)\n")
+    )
+    refusal = kernel_support.without_interpreter(script)
+    assert "TRITON_INTERPRET" in refusal
+    assert "before triton is first imported" in refusal
+
+
 def interpreter_error(cause):
     """An error as Triton 3.6's interpreter raises it: wrapped twice, ``raise ... from``."""
     inner = InterpreterError(repr(cause))

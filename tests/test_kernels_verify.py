@@ -746,7 +746,8 @@ def test_cpu_tensors_need_the_interpreter():
     # Without the interpreter (a subprocess: this one has it on), CPU tensors are refused.
     reason = (
         "the Triton kernels cannot run here: Triton kernels run on CPU tensors only in "
-        "interpreter mode; set TRITON_INTERPRET=1 before eagle_fn.kernels is first imported"
+        "interpreter mode; set TRITON_INTERPRET=1 before triton is first imported (before "
+        "`import eagle_fn`)"
     )
     assert without_interpreter(CPU_CALLS).splitlines() == [
         f"build_verify_tree: {reason}",

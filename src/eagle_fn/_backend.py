@@ -8,7 +8,8 @@
 - ``torch``: the reference functions, on any device.
 - ``triton``: the kernels, or a ``RuntimeError`` saying why they cannot run. They run on CUDA
   devices (ROCm's included), and on CPU tensors only when ``TRITON_INTERPRET=1`` was set
-  before :mod:`eagle_fn.kernels` was first imported (Triton decides at decoration time).
+  before triton was first imported (Triton decides at decoration time, its own helpers'
+  as ``triton.language`` is imported: ``import eagle_fn`` loads it, through torch._dynamo).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def triton_unavailable_reason(device: torch.device) -> str | None:
             return None
         return (
             f"Triton kernels run on CPU tensors only in interpreter mode; set "
-            f"{INTERPRET_VAR}=1 before eagle_fn.kernels is first imported"
+            f"{INTERPRET_VAR}=1 before triton is first imported (before `import eagle_fn`)"
         )
     return f"Triton kernels need a CUDA device or CPU tensors, got device type {device.type!r}"
 

@@ -3,14 +3,14 @@
 Each public function checks its inputs exactly like its torch twin, then calls one registered
 ``torch.ops.eagle_fn`` operator that launches one kernel (after a fill, for FULL masks and
 split sampling). Requires ``triton``; the rest of eagle_fn does not. On CPU tensors the
-kernels run only under ``TRITON_INTERPRET=1``, set before this package is first imported
+kernels run only under ``TRITON_INTERPRET=1``, set before triton is first imported
 (docs/kernels.md).
 """
 
 # mypy: disable-error-code="import-untyped, import-not-found"
 
 try:
-    import triton  # noqa: F401
+    import triton
 except ImportError as error:
     # Installed but failing (its interpreter without NumPy, say) is not the same as absent.
     absent = isinstance(error, ModuleNotFoundError) and error.name == "triton"
@@ -31,6 +31,16 @@ from .verify import build_verify_tree, verify_core
 
 # Triton chose interpreter or compiler as it decorated the kernels: what device checks go by.
 _backend.record_kernels(interpreted(verify_greedy_kernel))
+# Its own jit helpers (tl.sum, ...) were decorated once, as triton.language was first imported
+# (`import eagle_fn` loads it through torch._dynamo): kernels decorated the other way would
+# fail at their first launch.
+_helper = getattr(getattr(triton.language, "standard", None), "sum", None)
+if _helper is not None and interpreted(_helper) != interpreted(verify_greedy_kernel):
+    raise ImportError(
+        f"eagle_fn.kernels: {_backend.INTERPRET_VAR} changed after triton was imported, so "
+        "Triton's own jit helpers and eagle_fn's kernels would run in different modes; set "
+        "it in the environment before triton is first imported (before `import eagle_fn`)"
+    )
 
 # The public functions, then the unchecked ones the worker's triton paths use.
 __all__ = [
