@@ -9,7 +9,7 @@ from helpers import kernel_support  # noqa: I001  (first: it turns on the interp
 import pytest
 import torch
 import torch._dynamo
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from torch._dynamo.utils import counters
 
@@ -64,6 +64,11 @@ pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
 I64 = torch.int64
 # The interpreter runs one program per request in Python (tens of ms each): small batches.
 FEW = settings(max_examples=40)
+# Under the ci profile SMALL_CONFIGS gave N > 32 in 0 to 2 of a build test's 40 examples. The
+# build kernel packs each node's children into an int64 from two int32 halves, so the wide
+# trees are explicit examples: N = 32 (BITPACKED's widest, a child at bit 31 of the one half)
+# and N = 40 (children in the upper half; BITPACKED's assume() skips it).
+WIDE_BUILDS = [DraftConfig(4, 4, 32), DraftConfig(5, 5, 40)]
 
 
 @pytest.fixture(params=KERNEL_DEVICES)
@@ -131,6 +136,8 @@ def test_spec_example(device):
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
 @FEW
 @given(**organized_args(SMALL_CONFIGS, 0, 3))
+@example(cfg=WIDE_BUILDS[0], bs=2, kind="ties", seed=1)
+@example(cfg=WIDE_BUILDS[1], bs=2, kind="nan", seed=2)
 def test_build_matches_torch_on_organized_trees(mode, cfg, bs, kind, seed):
     # NaN and tied scores change which candidates organize_tree selects, not the layout rules.
     assume_mode(cfg, mode)
@@ -142,6 +149,8 @@ def test_build_matches_torch_on_organized_trees(mode, cfg, bs, kind, seed):
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
 @FEW
 @given(cfg=SMALL_CONFIGS, bs=st.integers(1, 3), seed=SEEDS)
+@example(cfg=WIDE_BUILDS[0], bs=2, seed=1)
+@example(cfg=WIDE_BUILDS[1], bs=2, seed=2)
 def test_build_matches_torch_on_malformed_trees(mode, cfg, bs, seed):
     assume_mode(cfg, mode)
     gen = torch.Generator().manual_seed(seed)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from eagle_fn import (
@@ -37,6 +37,7 @@ from helpers.sampling_inputs import (
     organized_tree,
     random_links,
     target_rows,
+    tree_case,
     tree_cases,
 )
 from helpers.trees import agreeing_children
@@ -338,6 +339,10 @@ def test_matches_reference_table(thresholds, row_kind, coin_kind):
 
 
 @given(case=tree_cases(max_bs=6, max_vocab=24))
+# Under the ci profile 15 of the 60 drawn cases had NaN target rows, yet in none did a NaN
+# child's q, which SGLang adds to the running sum, decide a sibling's verdict: here it does.
+@example(case=tree_case(DraftConfig(4, 2, 8), 3, 6, "smooth", "nan", "uniform", (1.0, 1.0),
+                        torch.float32, 1))  # fmt: skip
 def test_matches_reference_on_organized_trees(case):
     check_against_reference(*case)
 
