@@ -34,7 +34,13 @@ from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
 from helpers.asserts import assert_layout_equals, assert_trees_equal, assert_verdict_equals, on
 from helpers.layouts import aliased_fields, call_untouched, layout_cases
-from helpers.kernel_support import KERNEL_DEVICE, KERNEL_DEVICES, resolved, without_interpreter
+from helpers.kernel_support import (
+    KERNEL_DEVICE,
+    KERNEL_DEVICES,
+    guarded_outputs,
+    resolved,
+    without_interpreter,
+)
 from helpers.kernel_trees import EDGE_CFG, SMALL_CONFIGS, edge_tree, scrambled_links, sibling_ring
 from helpers.trees import (
     BITPACKED_DTYPES,
@@ -184,6 +190,20 @@ def test_build_wide_and_degenerate_configs(cfg, device):
     check_build(
         cfg, on(malformed_tree(cfg, 2, gen), device), *random_rows(2, gen, device), MaskMode.QLEN
     )
+
+
+@pytest.mark.parametrize(
+    "cfg", [DraftConfig(3, 3, 12), DraftConfig(4, 3, 10), DraftConfig(8, 3, 72)], ids=str
+)
+def test_build_stores_nothing_past_its_mask(cfg, device):
+    # The last request's mask rows end at the mask's end, in every layout and on each path:
+    # QLEN as int32 words (N = 12, a multiple of 4 below its block of 16), cell by cell
+    # (N = 10), and in row tiles past 64 nodes (N = 72, block 128).
+    gen = torch.Generator().manual_seed(cfg.num_draft_tokens)
+    tree = on(organize_tree(cfg, *draft_lists(cfg, 2, gen)), device)
+    for mode in modes_for(cfg):
+        with guarded_outputs(kverify, "_empty_mask"):
+            check_build(cfg, tree, *random_rows(2, gen, device), mode)
 
 
 @pytest.mark.parametrize("mode", [MaskMode.QLEN, MaskMode.FULL], ids=str)
