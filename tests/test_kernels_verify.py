@@ -488,6 +488,20 @@ def test_greedy_matches_torch_with_any_retrieve_index(cfg, bs, seed):
     check_greedy(cfg, on(vt, KERNEL_DEVICE), target.to(KERNEL_DEVICE))
 
 
+def test_greedy_stores_nothing_past_its_outputs(device):
+    # The last request's rows end at their tensors' ends: N = 6 and S + 1 = 3 leave lanes
+    # past both in their blocks (8 and 4). Deep walks, then links and retrieve_index entries
+    # anywhere.
+    cfg, bs = DraftConfig(2, 2, 6), 3
+    gen = torch.Generator().manual_seed(6)
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
+    vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
+    for links in (vt, scrambled_links(vt, gen, scramble_index=True)):
+        target = agreeing_target(links, gen)
+        with guarded_outputs(kgreedy, "empty_verdict"):
+            check_greedy(cfg, on(links, device), target.to(device))
+
+
 @pytest.mark.parametrize("huge", [2**62, 2**63 - 1, -(2**62), -(2**63)])
 def test_greedy_accepts_retrieve_index_entries_at_the_ends_of_int64(huge, device):
     # Row r's second node carries ``huge``, accepted (every token matches): an index times bs
