@@ -22,7 +22,7 @@ from eagle_fn import DraftConfig, VerifyTree, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
 from eagle_fn.profiling import count_kernels
 from helpers.asserts import on
-from helpers.kernel_support import without_interpreter
+from helpers.kernel_support import guarded_outputs, without_interpreter
 from helpers.sampling_cases import EDGE_CASES, WIDE_CFG, WIDE_VT
 from helpers.sampling_inputs import (
     THRESHOLDS,
@@ -444,6 +444,27 @@ def test_small_blocks_match_torch_on_arbitrary_links(case, split):
 def test_small_blocks_match_torch_on_chains(case, split):
     with launch_shape(4, split):
         check(*case)
+
+
+@pytest.mark.parametrize("split", ["single", "chunked"])
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_stores_nothing_past_its_outputs(split, chain):
+    # The last request's rows end at their tensors' ends: N and S + 1 (6 and 3, a chain's 3
+    # and 3) leave lanes past both in their blocks, and chunked, 3 programs of 2 chunks a
+    # request cover 6 chunk slots of its 4 blocks (V = 16), the block sums' row. Links and
+    # retrieve_index entries anywhere; a chain with a draft.
+    gen = torch.Generator().manual_seed(4)
+    cfg, bs, vocab = DraftConfig.chain(2) if chain else DraftConfig(2, 2, 6), 3, 16
+    vt = random_links(cfg, bs, gen, vocab, scramble_index=True)
+    q = target_rows(vt, vocab, gen, "agree")
+    p = target_rows(vt, vocab, gen, "smooth") if chain else None
+    u, final = coins(bs, cfg.num_draft_tokens, gen, "grid")
+    with (
+        launch_shape(4, split),
+        guarded_outputs(ksampling, "empty_verdict"),
+        guarded_outputs(ksampling, "_scratch"),
+    ):
+        check(cfg, vt, q, u, final, draft_probs=p)
 
 
 def gpu_case():
