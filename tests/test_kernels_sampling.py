@@ -22,7 +22,7 @@ from eagle_fn import DraftConfig, VerifyTree, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
 from eagle_fn.profiling import count_kernels
 from helpers.asserts import on
-from helpers.kernel_support import without_interpreter
+from helpers.kernel_support import guarded_outputs, without_interpreter
 from helpers.sampling_cases import EDGE_CASES, WIDE_CFG, WIDE_VT
 from helpers.sampling_inputs import (
     THRESHOLDS,
@@ -454,6 +454,61 @@ def test_small_blocks_match_torch_on_arbitrary_links(case, split):
 def test_small_blocks_match_torch_on_chains(case, split):
     with launch_shape(4, split):
         check(*case)
+
+
+def test_a_crossing_block_whose_running_sums_never_cross():
+    # docs/sampling.md: if rounding leaves no index above coin * total in the crossing block,
+    # its last positive index is taken. The root's child is rejected (its token 0 has no
+    # mass); the final row is 0, 1, then fourteen 2**-53. Summed in order they leave 1, as do
+    # the block's running sums; the block's sum adds small entries together first (1 + 6 *
+    # 2**-52 in the interpreter). The coin 1 - 2**-52 puts coin * total at 1 + 5 * 2**-52:
+    # the block crosses, its running sums never do. Torch's sequential sums draw token 1;
+    # the kernel may differ there (a tie within rounding), but must name a token with mass.
+    vocab = 16
+    vt = VerifyTree(
+        draft_tokens=torch.tensor([0, 0]),
+        positions=torch.zeros(2, dtype=torch.int64),
+        tree_mask=torch.ones(4, dtype=torch.bool),
+        retrieve_index=torch.arange(2).view(1, 2),
+        retrieve_next_token=torch.tensor([[1, -1]]),
+        retrieve_next_sibling=torch.tensor([[-1, -1]]),
+    )
+    row = torch.full((vocab,), 2.0**-53, dtype=torch.float64)
+    row[:2] = torch.tensor([0.0, 1.0])
+    q = row.expand(1, 2, vocab).contiguous()  # [1, N, V]
+    u = torch.full((1, 2), 0.5, dtype=torch.float64)
+    final = torch.tensor([1 - 2.0**-52], dtype=torch.float64)
+    want = verify_sampling(DraftConfig.chain(1), vt, q, u, final)
+    got = ksampling.verify_sampling(
+        DraftConfig.chain(1), on(vt, DEVICE), q.to(DEVICE), u.to(DEVICE), final.to(DEVICE)
+    )
+    assert want.predicts[0].item() == 1  # sequential: 1 is the first sum above 1 - 2**-52
+    assert want.num_accepted.tolist() == got.num_accepted.tolist() == [0]
+    assert got.accept_index.tolist() == want.accept_index.tolist()
+    token = got.predicts[0].item()
+    assert 0 < token < vocab
+    assert row[token] > 0
+
+
+@pytest.mark.parametrize("split", ["single", "chunked"])
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_stores_nothing_past_its_outputs(split, chain):
+    # The last request's rows end at their tensors' ends: N and S + 1 (6 and 3, a chain's 3
+    # and 3) leave lanes past both in their blocks, and chunked, 3 programs of 2 chunks a
+    # request cover 6 chunk slots of its 4 blocks (V = 16), the block sums' row. Links and
+    # retrieve_index entries anywhere; a chain with a draft.
+    gen = torch.Generator().manual_seed(4)
+    cfg, bs, vocab = DraftConfig.chain(2) if chain else DraftConfig(2, 2, 6), 3, 16
+    vt = random_links(cfg, bs, gen, vocab, scramble_index=True)
+    q = target_rows(vt, vocab, gen, "agree")
+    p = target_rows(vt, vocab, gen, "smooth") if chain else None
+    u, final = coins(bs, cfg.num_draft_tokens, gen, "grid")
+    with (
+        launch_shape(4, split),
+        guarded_outputs(ksampling, "empty_verdict"),
+        guarded_outputs(ksampling, "_scratch"),
+    ):
+        check(cfg, vt, q, u, final, draft_probs=p)
 
 
 def gpu_case():

@@ -34,7 +34,13 @@ from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
 from helpers.asserts import assert_layout_equals, assert_trees_equal, assert_verdict_equals, on
 from helpers.layouts import aliased_fields, call_untouched, layout_cases
-from helpers.kernel_support import KERNEL_DEVICE, KERNEL_DEVICES, resolved, without_interpreter
+from helpers.kernel_support import (
+    KERNEL_DEVICE,
+    KERNEL_DEVICES,
+    guarded_outputs,
+    resolved,
+    without_interpreter,
+)
 from helpers.kernel_trees import EDGE_CFG, SMALL_CONFIGS, edge_tree, scrambled_links, sibling_ring
 from helpers.trees import (
     BITPACKED_DTYPES,
@@ -193,6 +199,20 @@ def test_build_wide_and_degenerate_configs(cfg, device):
     check_build(
         cfg, on(malformed_tree(cfg, 2, gen), device), *random_rows(2, gen, device), MaskMode.QLEN
     )
+
+
+@pytest.mark.parametrize(
+    "cfg", [DraftConfig(3, 3, 12), DraftConfig(4, 3, 10), DraftConfig(8, 3, 72)], ids=str
+)
+def test_build_stores_nothing_past_its_mask(cfg, device):
+    # The last request's mask rows end at the mask's end, in every layout and on each path:
+    # QLEN as int32 words (N = 12, a multiple of 4 below its block of 16), cell by cell
+    # (N = 10), and in row tiles past 64 nodes (N = 72, block 128).
+    gen = torch.Generator().manual_seed(cfg.num_draft_tokens)
+    tree = on(organize_tree(cfg, *draft_lists(cfg, 2, gen)), device)
+    for mode in modes_for(cfg):
+        with guarded_outputs(kverify, "_empty_mask"):
+            check_build(cfg, tree, *random_rows(2, gen, device), mode)
 
 
 @pytest.mark.parametrize("mode", [MaskMode.QLEN, MaskMode.FULL], ids=str)
@@ -475,6 +495,20 @@ def test_greedy_matches_torch_with_any_retrieve_index(cfg, bs, seed):
     vt = scrambled_links(vt, gen, scramble_index=True)
     target = torch.randint(0, 3, (bs * cfg.num_draft_tokens,), generator=gen)
     check_greedy(cfg, on(vt, KERNEL_DEVICE), target.to(KERNEL_DEVICE))
+
+
+def test_greedy_stores_nothing_past_its_outputs(device):
+    # The last request's rows end at their tensors' ends: N = 6 and S + 1 = 3 leave lanes
+    # past both in their blocks (8 and 4). Deep walks, then links and retrieve_index entries
+    # anywhere.
+    cfg, bs = DraftConfig(2, 2, 6), 3
+    gen = torch.Generator().manual_seed(6)
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
+    vt = build_verify_tree(cfg, tree, *random_rows(bs, gen, "cpu"))
+    for links in (vt, scrambled_links(vt, gen, scramble_index=True)):
+        target = agreeing_target(links, gen)
+        with guarded_outputs(kgreedy, "empty_verdict"):
+            check_greedy(cfg, on(links, device), target.to(device))
 
 
 @pytest.mark.parametrize("huge", [2**62, 2**63 - 1, -(2**62), -(2**63)])

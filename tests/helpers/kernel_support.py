@@ -5,6 +5,7 @@ interpreter (``TRITON_INTERPRET=1``), which Triton reads when the kernels are de
 a GPU the kernels compile for real, and CPU tensors are skipped (they need the interpreter).
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -129,3 +130,39 @@ def without_interpreter(script):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+# Elements after each guarded output: more than any row a kernel stores at once (64 nodes).
+GUARD = 128
+
+
+@contextlib.contextmanager
+def guarded_outputs(module, allocator):
+    """Kernel outputs that show a store past their end: ``module.allocator`` (a function that
+    returns a tensor or a tuple of them) patched so that each output is the front of a buffer
+    whose last ``GUARD`` elements hold a pattern; on exit, each pattern must be intact. The
+    interpreter stores through raw pointers, so a stray store changes memory silently; on a
+    GPU it corrupts whatever lies there."""
+    allocate = getattr(module, allocator)
+    guards = []
+
+    def padded(out):
+        buffer = torch.empty(out.numel() + GUARD, dtype=out.dtype, device=out.device)
+        buffer[: out.numel()] = out.flatten()  # a FULL mask starts as ones
+        # 0/1 alternating for bool, else 101, 102, ...: a stray row or word changes some.
+        pattern = torch.arange(GUARD, device=out.device)
+        pattern = pattern % 2 == 0 if out.dtype == torch.bool else pattern + 101
+        buffer[out.numel() :] = pattern
+        guards.append((buffer[out.numel() :], pattern.to(out.dtype)))
+        return buffer[: out.numel()].view(out.shape)
+
+    def guarded(*args):
+        out = allocate(*args)
+        return tuple(map(padded, out)) if isinstance(out, tuple) else padded(out)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, allocator, guarded)
+        yield
+    assert guards, f"{allocator} was not called"
+    for i, (guard, pattern) in enumerate(guards):
+        assert torch.equal(guard, pattern), f"a store past output {i} of {allocator}"

@@ -68,6 +68,9 @@ FULL_EDGE_CASES = {
     "negative-huge": ([-(2**62)], 0, []),  # row 2 wraps past the end
     # Request 1 starts at 3 * (-11 + 3) = -24: row 0 below 0, rows 1-2 at 19-21 and 42-44.
     "negative-then-valid": ([-11, 20], 9, [21]),
+    # Request 1 starts at 3 * (-2**61 + 3) + 3 * 2**61 - 10 = -1: row 0's nodes 1 and 2,
+    # unseen by the root, land on cells 0 and 1 (the first cell kept); rows 1-2 past the end.
+    "lands-on-0": ([-(2**61), 3 * 2**61 - 10], 0, [0, 1]),
 }
 
 
