@@ -152,14 +152,15 @@ def test_triton_availability_matches_an_import():
 
 
 @pytest.mark.compiled
-def test_a_callers_compile_traces_the_availability_check_without_warning(monkeypatch):
-    # The kernels check their device inside a caller's torch.compile. Dynamo warns when it
-    # traces a functools cache wrapper, once per process: forget earlier warnings first.
+def test_a_callers_compile_traces_the_kernels_device_check_without_warning(monkeypatch):
+    # The kernels check their device inside a caller's torch.compile, without the cached
+    # triton_available: dynamo warns when it traces a functools cache wrapper (once per
+    # process: forget earlier warnings first), and 2.11's cannot trace find_spec.
     monkeypatch.setattr(torch._dynamo.utils, "warn_once_cache", set())
     torch._dynamo.reset()
 
     def runnable(x):
-        return x + (_backend.triton_unavailable_reason(x.device) is None)
+        return x + (_backend.kernel_device_reason(x.device) is None)
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -167,6 +168,14 @@ def test_a_callers_compile_traces_the_availability_check_without_warning(monkeyp
     torch._dynamo.reset()
     assert out.tolist() == [0.0, 0.0]  # CPU tensors without the interpreter: a reason
     assert [str(w.message) for w in seen if "lru_cache" in str(w.message)] == []
+
+
+def test_importing_eagle_fn_loads_neither_dynamo_nor_triton():
+    # Seconds of import (torch._dynamo loads inductor and triton) for users who run eagerly:
+    # the compile machinery and triton load when a worker or eagle_fn.kernels needs them.
+    code = "import sys, eagle_fn\nprint(sorted({'torch._dynamo', 'triton'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_eagle_fn_imports_without_triton():

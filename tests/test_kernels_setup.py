@@ -40,8 +40,8 @@ def test_device_checks_go_by_how_the_kernels_were_decorated(monkeypatch):
 @pytest.mark.parametrize("late", ["set", "unset"])
 def test_an_interpreter_switch_after_triton_loaded_is_refused_at_the_import(late):
     # Triton decorates its own jit helpers (tl.sum, ...) once, as triton.language is first
-    # imported, and `import eagle_fn` loads it through torch._dynamo. Kernels decorated the
-    # other way imported silently and failed at their first launch calling a helper.
+    # imported, perhaps by torch._dynamo long before. Kernels decorated the other way
+    # imported silently and failed at their first launch calling a helper.
     switch = {
         "set": "import triton.language\nos.environ['TRITON_INTERPRET'] = '1'\n",
         "unset": "os.environ['TRITON_INTERPRET'] = '1'\nimport triton.language\n"

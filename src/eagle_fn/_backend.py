@@ -9,7 +9,7 @@
 - ``triton``: the kernels, or a ``RuntimeError`` saying why they cannot run. They run on CUDA
   devices (ROCm's included), and on CPU tensors only when ``TRITON_INTERPRET=1`` was set
   before triton was first imported (Triton decides at decoration time, its own helpers'
-  as ``triton.language`` is imported: ``import eagle_fn`` loads it, through torch._dynamo).
+  as ``triton.language`` is imported; torch._dynamo imports it, ``import eagle_fn`` not).
 """
 
 from __future__ import annotations
@@ -86,6 +86,12 @@ def triton_unavailable_reason(device: torch.device) -> str | None:
     """Why the kernels cannot run on ``device``, or ``None`` when they can."""
     if not triton_available():
         return "the triton package is not installed (pip install triton)"
+    return kernel_device_reason(device)
+
+
+def kernel_device_reason(device: torch.device) -> str | None:
+    """:func:`triton_unavailable_reason` once triton is known to be there: what the kernels
+    check as they run, in callers' compiles too, which is why it reads no import machinery."""
     if device.type == "cuda":
         return None
     if device.type == "cpu":
@@ -115,14 +121,7 @@ def record_kernels(interpreted: bool) -> None:
     _decided[:] = [interpreted]
 
 
-# Dynamo runs an assume_constant_result function instead of tracing it: torch 2.11 cannot
-# trace find_spec, and a traced functools.cache wrapper draws a warning in callers' compiles.
-@torch.compiler.assume_constant_result
+@functools.cache
 def triton_available() -> bool:
     """Whether ``triton`` can be imported, found without importing it (which takes seconds)."""
-    return _triton_found()
-
-
-@functools.cache
-def _triton_found() -> bool:
     return importlib.util.find_spec("triton") is not None

@@ -32,8 +32,8 @@ from .verify import build_verify_tree, verify_core
 # Triton chose interpreter or compiler as it decorated the kernels: what device checks go by.
 _backend.record_kernels(interpreted(verify_greedy_kernel))
 # Its own jit helpers (tl.sum, ...) were decorated once, as triton.language was first imported
-# (`import eagle_fn` loads it through torch._dynamo): kernels decorated the other way would
-# fail at their first launch.
+# (perhaps by torch._dynamo, long before): kernels decorated the other way would fail at their
+# first launch.
 _helper = getattr(getattr(triton.language, "standard", None), "sum", None)
 if _helper is not None and interpreted(_helper) != interpreted(verify_greedy_kernel):
     raise ImportError(

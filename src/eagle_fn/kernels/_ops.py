@@ -34,7 +34,7 @@ from torch.library import wrap_triton
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 from triton.runtime.interpreter import InterpretedFunction
 
-from .._backend import triton_unavailable_reason
+from .._backend import kernel_device_reason
 
 NAMESPACE = "eagle_fn"
 # Tile edges of the pairwise ranking: 64 x 64 compares keep a tile in registers on a GPU.
@@ -210,7 +210,7 @@ def _refuse(name: str, signature: inspect.Signature, args: Any, kwargs: Any) -> 
 def require_kernel_device(where: str, device: torch.device) -> None:
     """A clear error where the kernels cannot run: CUDA tensors, or CPU ones when the
     interpreter is on (docs/kernels.md)."""
-    reason = triton_unavailable_reason(device)
+    reason = kernel_device_reason(device)
     if reason is not None:
         raise ValueError(f"{where}: the Triton kernels cannot run here: {reason}")
 
