@@ -197,3 +197,21 @@ def test_inputs_that_require_grad_reach_the_kernels_detached(fresh_dynamo):
         got = fn(topk_p.clone().requires_grad_())
         assert not any(t.requires_grad for t in got)
         assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+def test_a_launch_on_a_tensor_subclass_runs(device):
+    # Only tracing's fake tensors skip an interpreted kernel: a real tensor of a subclass (an
+    # nn.Parameter, say) holds data, and a skipped launch left its outputs new_empty garbage.
+    x = torch.tensor([1.5, -2.0, 3.0], dtype=torch.bfloat16, device=device)
+    out = torch.zeros(3, device=device)
+    _ops.launcher(_widen_kernel)(1, torch.nn.Parameter(x, requires_grad=False), out, 3,
+                                 WIDE=False, BLOCK=4)  # fmt: skip
+    assert out.tolist() == [1.5, -2.0, 3.0]
+    cfg, gen = eagle_fn.DraftConfig(2, 2, 4), torch.Generator().manual_seed(1)
+    topk_p, scores = torch.rand(6, 2, generator=gen), torch.rand(3, 2, generator=gen)
+    topk_index = torch.randint(0, 9, (6, 2), generator=gen)
+    inputs = [t.to(device) for t in (topk_p, topk_index, scores)]
+    want = eagle_fn.select_top_k(cfg, 1, *inputs)
+    inputs[0], inputs[2] = torch.nn.Parameter(inputs[0]), torch.nn.Parameter(inputs[2])
+    got = eagle_fn.kernels.select_top_k(cfg, 1, *inputs)
+    assert all(torch.equal(a, b.detach()) for a, b in zip(got, want, strict=True))

@@ -30,6 +30,7 @@ from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import is_fake
 from torch.library import wrap_triton
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 from triton.runtime.interpreter import InterpretedFunction
@@ -98,7 +99,8 @@ def launcher(kernel: Any) -> Callable[..., None]:
     ``kernel[(programs,)](*args, **options)``, or nothing where it must not run.
 
     Nothing runs for an eager batch of 0 (a traced batch is symbolic: Triton's launcher skips
-    an empty grid itself), nor for an interpreted kernel given fake tensors (the op's fake).
+    an empty grid itself), nor for an interpreted kernel given fake tensors (the op's fake);
+    a real tensor of a subclass (an ``nn.Parameter``) is launched on.
     An interpreted kernel is called as it is: torch 2.11's ``wrap_triton`` refuses one.
 
     A closure that names ``wrap_triton(kernel)``: torch finds a ``triton_op``'s kernels by
@@ -117,7 +119,7 @@ def launcher(kernel: Any) -> Callable[..., None]:
                 kernel[(programs,)](*args, **options)
         elif compiled:  # wrap_triton lets tracers see the kernel
             wrap_triton(kernel)[(programs,)](*args, **options)
-        elif all(type(arg) is Tensor for arg in args if isinstance(arg, Tensor)):
+        elif not any(is_fake(arg) for arg in args if isinstance(arg, Tensor)):
             kernel[(programs,)](*args, **options)
 
     launch.kernel = kernel  # type: ignore[attr-defined]  # what tools recording launches read
