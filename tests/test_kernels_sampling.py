@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from eagle_fn import DraftConfig, VerifyTree, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
 from eagle_fn.profiling import count_kernels
-from helpers.asserts import on
+from helpers.asserts import assert_trees_equal, on
 from helpers.kernel_support import guarded_outputs, without_interpreter
+from helpers.layouts import aliased_fields, call_untouched, layout_cases
 from helpers.sampling_cases import EDGE_CASES, WIDE_CFG, WIDE_VT
 from helpers.sampling_inputs import (
     THRESHOLDS,
@@ -233,6 +234,32 @@ def test_rows_apart_are_read_in_place(monkeypatch, chain):
         else:
             assert draft_operand.is_contiguous()  # columns apart: copied
             assert torch.equal(draft_operand, draft)
+
+
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+@pytest.mark.parametrize("bs", [0, 1, 3])
+def test_every_input_in_engine_layouts(chain, bs):
+    # The tree's tokens and links, the coins and the rows, each in every layout of
+    # tests/helpers/layouts.py (offsets, buffer rows and columns, gaps, column-major,
+    # broadcast rows): the contiguous verdict, no input written, no output aliasing one.
+    # Dyadic rows and coins: every running sum is exact, so the final token is too.
+    gen = torch.Generator().manual_seed(bs)
+    cfg = DraftConfig.chain(3) if chain else DraftConfig(2, 3, 6)
+    vocab, n = 12, cfg.num_draft_tokens
+    vt = organized_tree(cfg, bs, gen, vocab)
+    q = target_rows(vt, vocab, gen, "ties").view(bs * n, vocab)
+    p = target_rows(vt, vocab, gen, "ties").view(bs * n, vocab) if chain else None
+    u, final = coins(bs, n, gen, "grid")
+    want = verify_sampling(cfg, vt, q, u, final, draft_probs=p)
+    inputs = [t.to(DEVICE) for t in (vt.draft_tokens, *vt.links, q, u, final, p) if t is not None]
+    fields = ("draft_tokens", "retrieve_index", "retrieve_next_token", "retrieve_next_sibling")
+    for layout, tensors in layout_cases(inputs):
+        strided = on(vt, DEVICE)._replace(**dict(zip(fields, tensors, strict=False)))
+        draft = tensors[7] if chain else None
+        for verify in (ksampling.verify_sampling, verify_sampling):
+            got = call_untouched(verify, tensors, cfg, strided, *tensors[4:7], draft_probs=draft)
+            assert_trees_equal(on(got, "cpu"), want)
+            assert not aliased_fields(got, tensors), layout
 
 
 # Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request, a block or
