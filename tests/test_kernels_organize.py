@@ -19,7 +19,7 @@ from eagle_fn.kernels import selection as kernel_selection
 from eagle_fn.profiling import OpCounter
 from helpers import reference
 from helpers.asserts import assert_matches, assert_trees_equal
-from helpers.layouts import aliased_fields, call_untouched, layout_cases
+from helpers.layouts import aliased_fields, call_untouched, layout_cases, one_buffer_per_list
 from helpers.kernel_support import (
     KERNEL_DEVICE,
     KERNEL_DEVICES,
@@ -363,6 +363,23 @@ def test_organize_reads_engine_layouts(cfg, bs, device):
             got = call_untouched(worker.organize_steps, tensors, *split)
             assert_steps_equal(got, want, device)
             assert not aliased_fields(got, tensors), layout
+
+
+@pytest.mark.parametrize("cfg", [*LAYOUT_CFGS, DraftConfig(2, 9, 8)], ids=str)
+@pytest.mark.parametrize("bs", [0, 1, 3])
+def test_organize_reads_one_engine_buffer_per_list(cfg, bs, device):
+    # An engine's draft loop writes each step's entries side by side into one preallocated
+    # buffer per list, and the lists hold views of it (9 steps: the last slot is a cat).
+    gen = torch.Generator().manual_seed(bs)
+    worker = DraftOrganizer(cfg, max_bs=4, device=device, backend="triton", compile=False)
+    lists = draft_lists(cfg, bs, gen, "ties", device, torch.bfloat16)
+    want = organize_tree(cfg, *lists)
+    buffers, views = one_buffer_per_list(lists)
+    calls = [(kernels.organize_tree, cfg), (organize_tree, cfg), (worker.organize_steps,)]
+    for organize, *config in calls:
+        got = call_untouched(organize, buffers, *config, *views)
+        assert_steps_equal(got, want, device)
+        assert not aliased_fields(got, buffers), organize
 
 
 @pytest.mark.filterwarnings("ignore::eagle_fn.MaxBatchWarning")

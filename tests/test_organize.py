@@ -16,6 +16,7 @@ from eagle_fn.profiling import OpCounter
 from helpers import reference
 from helpers.asserts import assert_matches, assert_trees_equal
 from helpers.drafts import KINDS, configs, draft_configs, draft_lists, multilayer, probs, tokens
+from helpers.layouts import aliased_fields, call_untouched, one_buffer_per_list
 
 I64 = torch.int64
 
@@ -248,6 +249,18 @@ def test_general_paths_run_on_device(device):
     topk_p, topk_index = multilayer(3, 5, gen, device=device)
     fast = organize_chain(chain_constants(chain, max_bs=5, device=device), topk_index)
     assert_trees_equal(fast, organize_multilayer(chain, topk_p, topk_index))
+
+
+@pytest.mark.parametrize("cfg", [DraftConfig(2, 3, 6), DraftConfig.chain(3)], ids=str)
+@pytest.mark.parametrize("bs", [0, 1, 3])
+def test_organize_reads_one_engine_buffer_per_list(cfg, bs):
+    # An engine's draft loop writes each step's entries side by side into one preallocated
+    # buffer per list (row stride past the entries, junk around them): views of it.
+    lists = draft_lists(cfg, bs, torch.Generator().manual_seed(bs), "ties")
+    buffers, views = one_buffer_per_list(lists)
+    tree = call_untouched(organize_tree, buffers, cfg, *views)
+    assert reference.as_lists(tree) == reference.organize_tree(cfg, *lists)
+    assert not aliased_fields(tree, buffers)
 
 
 TREE = DraftConfig(2, 2, 4)

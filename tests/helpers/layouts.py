@@ -2,6 +2,8 @@
 them: a call reads its inputs through their strides, writes none of their memory, and hands
 back views of them only where the contract says so."""
 
+import math
+
 import torch
 
 NAMES = ("contiguous", "offset", "rows", "columns", "gapped", "column_major", "expanded")
@@ -55,6 +57,25 @@ def layout_cases(tensors):
     for shift in (1, 2):
         mixed = [views.get(NAMES[(i + shift) % 6]) for i, views in enumerate(each)]
         yield f"mixed{shift}", mixed
+
+
+def one_buffer_per_list(lists):
+    """A draft loop's per-step lists as an engine keeps them: each list's entries side by side
+    in one preallocated ``[bs + 2, width + 3]`` buffer (junk in the pads and the rows past
+    ``bs``), each entry a view of it in its own shape. Returns ``(buffers, view_lists)``."""
+    buffers, view_lists = [], []
+    for entries in lists:
+        bs, widths = entries[0].shape[0], [math.prod(t.shape[1:]) for t in entries]
+        junk = _JUNK.get(entries[0].dtype, _FLOAT_JUNK)
+        buffer = entries[0].new_full((bs + 2, sum(widths) + 3), junk)
+        views, start = [], 1
+        for t, width in zip(entries, widths, strict=True):
+            buffer[:bs, start : start + width] = t.reshape(bs, width)
+            views.append(buffer[:bs, start : start + width].view(t.shape))
+            start += width
+        buffers.append(buffer)
+        view_lists.append(views)
+    return buffers, view_lists
 
 
 def call_untouched(fn, inputs, *args, **kwargs):
