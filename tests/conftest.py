@@ -1,6 +1,7 @@
 """Shared fixtures: hypothesis profiles, the interpreter switch, the device parameter and a fresh
 dynamo."""
 
+import contextlib
 import os
 
 import pytest
@@ -12,6 +13,10 @@ from hypothesis import HealthCheck, settings
 # own jit helpers (tl.sum, tl.zeros, ...) are decorated once, at that import.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# Triton reads it once, at its first import: made here, so that no test that sets or unsets
+# the variable (test_backend) can fix the mode for the tests after it.
+with contextlib.suppress(ImportError):
+    import triton  # noqa: F401
 
 from eagle_fn.arguments import as_device
 
