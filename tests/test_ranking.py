@@ -84,6 +84,16 @@ def test_nan_counts_as_negative_infinity():
         assert best_indices(s.to(dtype), 4).tolist() == [[2, 0, 1, 3]], dtype
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_infinities_rank_beyond_the_largest_finite_scores(dtype):
+    # Kept infinite on every path (float64's sort too), not clipped onto finfo.max, where they
+    # would tie with it and fall behind a lower index.
+    big, inf = torch.finfo(dtype).max, float("inf")
+    s = torch.tensor([[big, inf, -inf, -big]], dtype=dtype)
+    assert best_indices(s, 4).tolist() == [[1, 0, 3, 2]]
+    assert reference.rank(s[0].double().tolist(), 4) == [1, 0, 3, 2]
+
+
 def test_negative_zero_ties_with_zero_by_index():
     s = torch.tensor([[0.0, -0.0, 0.0, -0.0]])
     assert best_indices(s, 4).tolist() == [[0, 1, 2, 3]]
