@@ -316,6 +316,11 @@ def replace(part, index, value):
             ValueError,
             r"parents_list\[0\] must have shape \[bs, topk \+ 1\] = \[3, 3\], got \[3, 2\]",
         ),
+        (
+            replace(2, 1, GOOD[2][0]),  # a later step's entry is [bs, topk], not step 0's
+            ValueError,
+            r"parents_list\[1\] must have shape \[bs, topk\] = \[3, 2\], got \[3, 3\]",
+        ),
         (replace(2, 1, "parents"), TypeError, r"parents_list\[1\] must be a torch.Tensor, got str"),
         (
             replace(2, 1, GOOD[2][1].to("meta")),
