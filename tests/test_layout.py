@@ -137,6 +137,21 @@ def test_sglang_invariants_on_organized_trees(cfg, bs, kind, seed):
 @pytest.mark.parametrize("num_steps", [*range(1, 9), 31])
 @pytest.mark.parametrize("mode", list(MaskMode), ids=str)
 def test_chain_constants_equal_the_general_path(num_steps, mode):
+    assert_chain_path_equals_general(num_steps, mode)
+
+
+# N = 33: the constants keep an empty BITPACKED placeholder; QLEN and FULL still take them.
+@pytest.mark.parametrize("mode", [MaskMode.QLEN, MaskMode.FULL], ids=str)
+def test_a_chain_too_wide_to_bitpack_takes_the_constants(mode):
+    assert_chain_path_equals_general(32, mode)
+    worker = DraftOrganizer(DraftConfig.chain(32), max_bs=2, device="cpu", compile=False)
+    tree = worker.organize(*multilayer(32, 2, torch.Generator().manual_seed(0)))
+    row = torch.zeros(2, dtype=I64)
+    with pytest.raises(ValueError, match=r"at most 32 nodes, got num_draft_tokens = 33"):
+        worker.build_verify(tree, row, row, mask_mode=MaskMode.BITPACKED)
+
+
+def assert_chain_path_equals_general(num_steps, mode):
     cfg = DraftConfig.chain(num_steps)
     worker = DraftOrganizer(cfg, max_bs=6, device="cpu", compile=False)
     gen = torch.Generator().manual_seed(num_steps)
@@ -218,6 +233,7 @@ BAD_TREE_DTYPE = DraftTree(
     SPEC_TREE.parent_list, SPEC_TREE.top_scores_index.int(), SPEC_TREE.draft_tokens
 )
 WIDE = DraftConfig(8, 5, 40)
+BOUNDARY = DraftConfig(8, 3, 33)
 
 
 @pytest.mark.parametrize(
@@ -324,6 +340,22 @@ WIDE = DraftConfig(8, 5, 40)
             ValueError,
             r"build_verify_tree: BITPACKED masks hold at most 32 nodes, got num_draft_tokens = 40",
         ),
+        (
+            # N = 33, one node past the limit: refused by the checks, before any layout.
+            (
+                BOUNDARY,
+                DraftTree(
+                    torch.zeros(1, 17, dtype=I64),
+                    torch.zeros(1, 32, dtype=I64),
+                    torch.zeros(1, 32, dtype=I64),
+                ),
+                torch.zeros(1, dtype=I64),
+                torch.zeros(1, dtype=I64),
+            ),
+            {"mask_mode": MaskMode.BITPACKED},
+            ValueError,
+            r"build_verify_tree: BITPACKED masks hold at most 32 nodes, got num_draft_tokens = 33",
+        ),
     ],
 )
 def test_bad_inputs(args, kwargs, error, match):
@@ -374,6 +406,19 @@ def test_sglang_malformed_cases(name):
         verdict = verify_greedy(MALFORMED_CFG, vt, torch.tensor(target))
         expected = reference.verify_greedy(MALFORMED_CFG, vt, torch.tensor(target))
         assert_verdict_equals(verdict, expected, MALFORMED_CFG, 1)
+
+
+def test_a_chain_deeper_than_num_steps_is_cut_and_invalid():
+    # Four levels on a three-step config: node 4's walk stops after num_steps nodes, short of
+    # node 1, and the tree is not well formed (node 4 needs four hops to reach the root).
+    tree = malformed_case("too-deep-chain")
+    for mode in MaskMode:
+        check_against_reference(MALFORMED_CFG, tree, 0, mode)
+    vt = build_verify_tree(MALFORMED_CFG, tree, torch.tensor([4]), torch.tensor([10]))
+    assert vt.positions.tolist() == [10, 11, 12, 13, 13]
+    assert mask_values(vt.tree_mask.view(5, 5)[4]) == [1, 0, 1, 1, 1]
+    assert is_valid_tree(MALFORMED_CFG, tree).tolist() == [False]
+    assert reference.is_valid_tree(MALFORMED_CFG, tree) == [False]
 
 
 def test_parent_lookup_never_crosses_into_the_next_request():

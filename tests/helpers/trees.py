@@ -41,6 +41,7 @@ MALFORMED_CASES = {
     "slot-past-the-table": ([-1, 0, 1, 2, 3], [0, 1, 10, 11]),  # slot 5: no parent
     # Candidate 0 selected twice: children of 0 link to its first node.
     "duplicate-candidate": ([-1, 0, 1, 2, 3], [0, 0, 2, 3]),
+    "too-deep-chain": ([-1, 0, 1, 2, 6], [0, 2, 6, 8]),  # 0 -> 2 -> 6 -> 8: four levels
 }
 # Two requests on MALFORMED_CFG: row 0's candidate 6 wants candidate 4, which row 0 did not
 # select and row 1 starts with.
