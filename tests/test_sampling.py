@@ -1,6 +1,7 @@
 """Sampling verification (semantics.md §9): literal cases, the loop reference, greedy rows, bad input."""
 
 import math
+import sys
 
 import pytest
 import torch
@@ -149,6 +150,22 @@ def test_threshold_acc_scales_the_accumulator():
     assert tree_verdict(0.999, 0.5, threshold_acc=0.0).accept_index.tolist() == [[0, 1, 3]]
 
 
+def test_threshold_acc_is_floored_at_1e_minus_9():
+    # The root's children hold q(7) = 1e-8 and q(9) = 0; coin 0.5. Floored at 1e-9 (0 and
+    # 1e-12 are), the limit for node 1 is 10: accepted. At 1e-7, above the floor, it is 0.1.
+    root = [0.5] + [0.0] * 6 + [1e-8, 0.0, 0.0]
+    for acc, accepted in ((0.0, [[0, 1, 3]]), (1e-12, [[0, 1, 3]]), (1e-7, [[0, -1, -1]])):
+        verdict = tree_verdict(0.5, 0.5, root=root, threshold_acc=acc)
+        assert verdict.accept_index.tolist() == accepted, acc
+
+
+def test_an_int_threshold_up_to_the_largest_float_is_taken_as_that_float():
+    big = int(sys.float_info.max)  # converts to a float exactly
+    for name in ("threshold_single", "threshold_acc"):
+        as_int = tree_verdict(0.9, 0.5, **{name: big})
+        assert as_lists(as_int) == as_lists(tree_verdict(0.9, 0.5, **{name: float(big)}))
+
+
 def test_siblings_with_one_token_count_twice_and_are_removed_once():
     # Both root children carry token 7 (q = 0.2). Coin 0.35: acc 0.2 rejects node 1, acc 0.4
     # (7 counted twice) accepts node 2.
@@ -218,6 +235,19 @@ def test_chain_with_draft_probs(coin0, coin1, final, expected):
     verdict = verify_sampling(CHAIN_CFG, CHAIN_VT, Q, u, torch.tensor([final]), draft_probs=P)
     assert isinstance(verdict, GreedyVerdict)
     assert as_lists(verdict) == expected
+
+
+def test_a_walk_back_to_the_root_writes_its_slot_in_walk_order():
+    # Malformed links: node 1's child is the root. The root (coin 0.1 <= q(1) = 0.5) accepts
+    # node 1, which (q(0) = 1) accepts the root: path 0, 1, 0. The root's slot is written at
+    # levels 0 and 2 and the later write wins: the final token, 3 from the root's row at coin
+    # 0.9; node 1's slot holds the token accepted after it, the root's 0.
+    vt = CHAIN_VT._replace(retrieve_next_token=torch.tensor([[1, 0, -1]]))
+    q = torch.tensor([[0.0, 0.5, 0.0, 0.5], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    verdict = check_against_reference(
+        CHAIN_CFG, vt, q, torch.full((1, 3), 0.1), torch.tensor([0.9])
+    )
+    assert as_lists(verdict) == [[[0, 1, 0]], [2], [3, 0, 0]]
 
 
 def test_draft_probability_zero_accepts():
@@ -765,6 +795,12 @@ U, F = torch.rand(1, 4), torch.rand(1)
             {"threshold_acc": "1"},
             TypeError,
             r"threshold_acc must be a float, got str",
+        ),
+        (
+            (TREE_CFG, VT, QS, U, F),
+            {"threshold_single": True},
+            TypeError,
+            r"threshold_single must be a float, got bool",
         ),
         (
             (TREE_CFG, VT, QS, U, F),
