@@ -25,6 +25,7 @@ from eagle_fn import (
     verify_greedy,
 )
 from eagle_fn._backend import Backend
+from eagle_fn._dynamic import isolated
 from eagle_fn.chain import chain_core as _organize_chain
 from eagle_fn.chain import chain_verify_constants
 from eagle_fn.profiling import OpCounter
@@ -41,6 +42,13 @@ FALLBACK = _compile.TorchFeatures(spec_keyword=None, isolate_recompiles=False, m
 FEATURES = [pytest.param(None, id="detected")]
 if _compile.torch_features() != FALLBACK:
     FEATURES.append(pytest.param(FALLBACK, id="fallback"))
+# A shapes spec without isolate_recompiles (a torch between the two): compile_with_spec then
+# gives each compile its own code object. Forced where this torch has a spec.
+SPEC_ONLY = [
+    pytest.param(found._replace(isolate_recompiles=False), id="spec without isolation")
+    for found in [_compile.torch_features()]
+    if found.spec_keyword is not None and found.isolate_recompiles
+]
 
 
 def graphs():
@@ -189,7 +197,7 @@ def test_a_compiled_path_runs_inside_a_callers_compile(fresh_dynamo, features):
     assert_untouched([topk_index])
 
 
-@pytest.mark.parametrize("features", FEATURES)
+@pytest.mark.parametrize("features", [*FEATURES, *SPEC_ONLY])
 def test_each_compile_has_its_own_recompile_budget(fresh_dynamo, features):
     # More configs of one function than dynamo's default budget of 8 entries per code object;
     # the eager backend keeps it quick, the budget is dynamo's whatever the backend.
@@ -312,3 +320,14 @@ def test_bad_descriptions_raise(shapes, features, error, match):
 def test_unbacked_int_is_non_negative():
     with pytest.raises(ValueError, match=r"UnbackedInt\.min must be >= 0, got -1"):
         _compile.UnbackedInt(min=-1)
+
+
+def test_an_isolated_copy_has_its_own_code_and_keeps_every_default():
+    def add(a, b=2, *, c=3):
+        return a + b + c
+
+    copy = isolated(add, "renamed")
+    assert copy.__code__ is not add.__code__
+    assert copy.__code__.co_name == "renamed"
+    assert copy.__name__ == "add"
+    assert (copy(1), copy(1, 5), copy(1, c=10)) == (6, 9, 13)
