@@ -104,6 +104,14 @@ def test_final_draw_sums_in_float64():
     assert sample_from_row(row, coin).tolist() == [reference.sample_row(row[0], coin[0])] == [5]
 
 
+def test_a_float64_final_coin_is_not_rounded_to_float32():
+    # u = 0.5 - 2**-40 falls just short of the first running sum, 0.5: token 0. In float32
+    # the coin would round to 0.5, which the first sum does not exceed: token 1.
+    row = torch.tensor([[0.5, 0.5]], dtype=torch.float64)
+    coin = torch.tensor([0.5 - 2.0**-40], dtype=torch.float64)
+    assert sample_from_row(row, coin).tolist() == [reference.sample_row(row[0], coin[0])] == [0]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_coins_compare_at_the_compute_precision(dtype):
     # A root coin of exactly q(7) accepts node 1 (then node 3); one ulp above it in the
@@ -560,6 +568,18 @@ def test_draw_uniforms_is_open_and_seeded():
     assert abs(many.mean().item() - 0.5) < 0.01
 
 
+def test_draw_uniforms_defaults_to_torchs_generator_on_the_cpu():
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(5)
+        a = draw_uniforms(2, 3)
+        torch.manual_seed(5)
+        b = draw_uniforms(2, 3)
+    assert a.uniforms.device == a.final_uniforms.device == torch.device("cpu")
+    assert torch.equal(a.uniforms, b.uniforms)
+    assert torch.equal(a.final_uniforms, b.final_uniforms)
+    assert bool(((a.uniforms > 0) & (a.uniforms < 1)).all())
+
+
 @pytest.mark.parametrize("bs", [0, 1, 2])
 def test_draw_uniforms_has_a_fresh_tensors_strides(bs):
     # A compiled graph guards on strides: a [1, N] view of the [1, N + 1] draw (stride N + 1)
@@ -693,6 +713,17 @@ def test_probs_are_computed_in_float32_or_float64(dtype, computed):
     want = reference.target_probs_from_logits(logits, torch.ones(1))
     torch.testing.assert_close(probs, torch.tensor(want, dtype=computed), rtol=0, atol=0)
     assert (probs[0, 0] < probs[0, 1]).item() == (dtype == torch.float64)
+
+
+def test_float64_logits_take_a_float64_temperature_at_full_precision():
+    # 0.7 is not a float32: rounded to one, these probabilities would move in the last bits.
+    logits = torch.tensor([[0.0, 1.0, -1.0]], dtype=torch.float64)
+    temperature = torch.tensor([0.7], dtype=torch.float64)
+    probs = target_probs_from_logits(logits, temperature)
+    want = torch.tensor(
+        reference.target_probs_from_logits(logits, temperature), dtype=torch.float64
+    )
+    torch.testing.assert_close(probs, want, rtol=0, atol=0)
 
 
 def test_a_negative_temperature_is_greedy():
