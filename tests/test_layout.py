@@ -236,6 +236,13 @@ WIDE = DraftConfig(8, 5, 40)
 BOUNDARY = DraftConfig(8, 3, 33)
 
 
+def zero_call(cfg):
+    """:func:`build_verify_tree`'s positional arguments for one request of ``cfg``, all 0."""
+    width = cfg.num_draft_tokens - 1
+    tree = DraftTree(*(torch.zeros(1, n, dtype=I64) for n in (cfg.parent_width, width, width)))
+    return cfg, tree, torch.zeros(1, dtype=I64), torch.zeros(1, dtype=I64)
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs", "error", "match"),
     [
@@ -325,36 +332,15 @@ BOUNDARY = DraftConfig(8, 3, 33)
             ValueError,
             r"bonus_tokens is on meta, expected cpu \(the device of the tree\)",
         ),
-        (
+        *(
             (
-                WIDE,
-                DraftTree(
-                    torch.zeros(1, 33, dtype=I64),
-                    torch.zeros(1, 39, dtype=I64),
-                    torch.zeros(1, 39, dtype=I64),
-                ),
-                torch.zeros(1, dtype=I64),
-                torch.zeros(1, dtype=I64),
-            ),
-            {"mask_mode": MaskMode.BITPACKED},
-            ValueError,
-            r"build_verify_tree: BITPACKED masks hold at most 32 nodes, got num_draft_tokens = 40",
-        ),
-        (
-            # N = 33, one node past the limit: refused by the checks, before any layout.
-            (
-                BOUNDARY,
-                DraftTree(
-                    torch.zeros(1, 17, dtype=I64),
-                    torch.zeros(1, 32, dtype=I64),
-                    torch.zeros(1, 32, dtype=I64),
-                ),
-                torch.zeros(1, dtype=I64),
-                torch.zeros(1, dtype=I64),
-            ),
-            {"mask_mode": MaskMode.BITPACKED},
-            ValueError,
-            r"build_verify_tree: BITPACKED masks hold at most 32 nodes, got num_draft_tokens = 33",
+                zero_call(cfg),
+                {"mask_mode": MaskMode.BITPACKED},
+                ValueError,
+                "build_verify_tree: BITPACKED masks hold at most 32 nodes, got "
+                f"num_draft_tokens = {cfg.num_draft_tokens}",
+            )
+            for cfg in (WIDE, BOUNDARY)  # N = 33: one node past the limit
         ),
     ],
 )
