@@ -1,5 +1,6 @@
 """Checks of bench/gpu.py: its GPU-free logic on any machine, its CUDA figures on a GPU."""
 
+import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -63,6 +64,67 @@ def test_figure_or_error_keeps_a_figure_or_records_its_error():
     gpu.figure_or_error(info, "graph_us", lambda: 1.5)
     gpu.figure_or_error(info, "kernels", lambda: [][0])
     assert info == {"graph_us": 1.5, "kernels_error": "IndexError: list index out of range"}
+
+
+class FakeCuda:
+    """The ``torch.cuda`` names ``graph_replay_us`` uses, logging each step: calls of the
+    timed function by stream or capture, replays, and events that say ``elapsed`` ms."""
+
+    def __init__(self, elapsed):
+        self.log, self.where, self.elapsed = [], "current", elapsed
+        test = self
+
+        class Stream:
+            def wait_stream(self, other):
+                test.log.append("wait")
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                assert enable_timing
+
+            def record(self):
+                test.log.append("record")
+
+            def synchronize(self):
+                test.log.append("sync")
+
+            def elapsed_time(self, end):
+                return test.elapsed
+
+        class CUDAGraph:
+            def replay(self):
+                test.log.append("replay")
+
+        self.Stream, self.Event, self.CUDAGraph = Stream, Event, CUDAGraph
+
+    def current_stream(self):
+        return self.Stream()
+
+    @contextlib.contextmanager
+    def stream(self, stream):
+        self.where = "side"
+        yield
+        self.where = "current"
+
+    @contextlib.contextmanager
+    def graph(self, graph):
+        self.where = "capture"
+        yield
+        self.where = "current"
+
+
+def test_graph_replay_us_warms_on_a_side_stream_and_times_replays_in_us(monkeypatch):
+    fake = FakeCuda(elapsed=3.0)  # ms for all timed replays
+    for name in ("Stream", "Event", "CUDAGraph", "current_stream", "stream", "graph"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    us = gpu.graph_replay_us(lambda x: fake.log.append(f"call {fake.where} {x}"), (7,),
+                             replays=4, warmup=2)  # fmt: skip
+    assert us == pytest.approx(3.0 * 1e3 / 4)
+    assert fake.log == [
+        "wait", "call side 7", "call side 7", "wait", "call capture 7",
+        "replay",  # the upload, untimed
+        "record", "replay", "replay", "replay", "replay", "record", "sync",
+    ]  # fmt: skip
 
 
 def test_cpu_synchronize_waits_for_nothing():
