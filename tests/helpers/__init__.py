@@ -9,6 +9,8 @@
 - :mod:`kernel_support`, :mod:`kernel_trees`, :mod:`kernel_probe`: the Triton kernel tests'
   devices, hard inputs and interpreter probe.
 - :mod:`kernel_aot`, :mod:`kernel_aot_variants`: the sm_90 compile check, a script.
+- :mod:`doc_blocks`, :mod:`doc_context`: the markdown pages' Python blocks, their markers and
+  shown values; what their ``# given:`` fragments take from a caller.
 
 No test module imports another; they import from here.
 """
