@@ -71,7 +71,7 @@ def sampling_page() -> dict[str, object]:
     """docs/sampling.md's engine: its organizer, a drafted tree, sampling settings per
     request and a stand-in target model, on the CPU."""
     cfg, bs, device = DraftConfig(topk=2, num_steps=3, num_draft_tokens=5), 2, torch.device("cpu")
-    # Eager: compiling the verify build (EAGLE_FN_COMPILE's auto, on a CPU) takes 15 s here.
+    # Eager: EAGLE_FN_COMPILE's auto compiles the verify build on a CPU, over 15 s on 2 cores.
     organizer = DraftOrganizer(cfg, max_bs=4, device=device, compile=False)
     steps = draft(cfg, bs, device).steps
     lists = [[step.score_entry, step.token_entry, step.parents_entry] for step in steps]
