@@ -11,6 +11,7 @@
 - :mod:`kernel_aot`, :mod:`kernel_aot_variants`: the sm_90 compile check, a script.
 - :mod:`doc_blocks`, :mod:`doc_context`: the markdown pages' Python blocks, their markers and
   shown values; what their ``# given:`` fragments take from a caller.
+- :mod:`doc_refs`, :mod:`doc_names`: what the docs name, and what it must resolve to.
 
 No test module imports another; they import from here.
 """
