@@ -18,8 +18,10 @@ A span is a markdown code span (``x`` in a docstring); the rules:
   defining it. Resolution is import + getattr; an attribute a class gives its instances
   counts when the class annotates it or its source assigns ``self.<name>``. Any other head
   is a standard-library module or listed in ``FOREIGN_HEADS``, or the test fails.
-- Signatures. A call span ``f(a, b, *, c)`` (``-> T`` optional) of such a name, or of a
-  registered operator, names its parameters: the positional ones in order (one-letter
+  A span ``.name`` (a member, as the README's worker row lists them) is an attribute of a
+  class eagle_fn defines.
+- Signatures. A call span ``f(a, b, *, c)`` (``-> T`` optional) of such a name, of a
+  registered operator, or of a method of an eagle_fn class, names its parameters: the positional ones in order (one-letter
   symbols and literals are not compared; ``...`` ends the comparison), the keywords by name.
   ``eagle_fn::op(schema)`` is a registered operator with that schema. A Sphinx role in a
   docstring (``:func:`x```) resolves in its class, its module, or by the rule above.
@@ -58,6 +60,7 @@ from helpers.doc_names import (
     defined_tests,
     history,
     is_benchmark,
+    members,
     module_of,
     op_schema,
     op_signature,
@@ -99,6 +102,10 @@ NOT_CHECKED = {
     "Contract.fits": "removed; named as what the contract call replaced",
     "launch(kernel, ...)": "removed; the shared launch that launcher(kernel) replaced",
     "types.FunctionType(code.replace(), ...)": "Python's types module, not eagle_fn.types",
+    ".venv": "the virtual environment the quickstart makes",
+    ".default": "an attribute of a torch operator",
+    ".approx": "a PTX instruction modifier",
+    ".ftz": "a PTX instruction modifier",
 }
 
 # Heads of dotted names from elsewhere, or symbols of a formula: not eagle_fn's to check.
@@ -152,6 +159,7 @@ FILE_NAME = re.compile(rf"[\w.-]+\.(?:{EXTENSIONS})")
 BARE_FILE = re.compile(r"[\w.-]+\.(?:py|md|sh)")
 PROSE_PATH = re.compile(r"(?<![\w/.`-])((?:src|tests|bench|docs|scripts)/[\w/.-]*\w)")
 DOTTED = re.compile(r"(?:import )?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(.*\))?")
+MEMBER = re.compile(r"\.([A-Za-z_]\w*)(?:\(.*\))?")
 CALL = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(\(.*\))(?: -> (\w+))?")
 OPERATOR = re.compile(r"eagle_fn::(\w+)(\(.*?\))?.*")
 ROLE = re.compile(r":(?:func|meth|class|mod|attr|data|obj):`~?([\w.]+)`")
@@ -221,6 +229,10 @@ def test_every_dotted_name_resolves():
         else:
             failures.append(f"{ref}: {name} does not resolve")
     assert resolved_names > 50
+    for ref in checked(every_span()):
+        match = MEMBER.fullmatch(ref.text)
+        if match and not members(match.group(1)):
+            failures.append(f"{ref}: no class of eagle_fn has {match.group(1)}")
     report(failures)
 
 
@@ -228,12 +240,14 @@ def test_every_shown_signature_matches():
     pytest.importorskip("triton")
     failures, calls = [], 0
     for ref in checked(every_span()):
-        match = CALL.fullmatch(ref.text)
+        match = CALL.fullmatch(ref.text.removeprefix("."))
         if not match:
             continue
         name, args, returns = match.groups()
         found: list[object] = [obj for obj in targets(name) or [] if callable(obj)]
         found += [op for op in [op_signature(name)] if op is not None]
+        if not found and "." not in name:  # a method: organize(topk_p, topk_index)
+            found = [obj for obj in members(name) if callable(obj)]
         if found:
             calls += 1
             tried = [signature_failures(obj, args, returns) for obj in found]

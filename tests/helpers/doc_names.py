@@ -104,6 +104,18 @@ def targets(name: str) -> list[object] | None:
     return [obj for ok, obj in found if ok]
 
 
+def members(name: str) -> list[object]:
+    """``name`` on every class an eagle_fn module defines: what ``.name`` and a bare method
+    name (``organize(topk_p, topk_index)``, the worker's) can stand for."""
+    classes = {
+        value
+        for module in package_modules()
+        for value in vars(module).values()
+        if isinstance(value, type) and value.__module__.startswith("eagle_fn")
+    }
+    return [getattr(cls, name) for cls in classes if hasattr(cls, name)]
+
+
 def module_of(source: Path) -> ModuleType:
     parts = source.relative_to(ROOT / "src").with_suffix("").parts
     return importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
