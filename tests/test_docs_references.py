@@ -8,7 +8,8 @@ A span is a markdown code span (``x`` in a docstring); the rules:
   a top-level folder (``bench/``), and every path in the prose starting with ``src/``,
   ``tests/``, ``bench/``, ``docs/`` or ``scripts/``, exists relative to the repository root,
   ``src/`` or ``src/eagle_fn/`` (the design docs name modules relative to the package:
-  ``kernels/_walk.py``). A bare ``*.py``, ``*.md`` or ``*.sh`` name is a file somewhere.
+  ``kernels/_walk.py``). A bare ``*.py``, ``*.md`` or ``*.sh`` name, in a span or in the
+  prose, is a file somewhere in the repository.
 - Python names. A span that is a dotted name (``a.b``, ``a.b(...)``, ``import a.b``) is
   checked when its head is ``eagle_fn``, a module of ``eagle_fn`` or ``eagle_fn.kernels``, or
   a name one of those modules defines. So a short, module-relative name (``layout.verify_core``,
@@ -157,6 +158,7 @@ TOP_FOLDERS = tuple(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.
 PATH_SPAN = re.compile(rf"[\w.$<>-]*/[\w.$<>/-]*\.(?:{EXTENSIONS})|[\w.$<>/-]+/")
 FILE_NAME = re.compile(rf"[\w.-]+\.(?:{EXTENSIONS})")
 BARE_FILE = re.compile(r"[\w.-]+\.(?:py|md|sh)")
+PROSE_FILE = re.compile(r"(?<![\w.`-])([\w-]+\.(?:py|md|sh))\b")
 PROSE_PATH = re.compile(r"(?<![\w/.`-])((?:src|tests|bench|docs|scripts)/[\w/.-]*\w)")
 DOTTED = re.compile(r"(?:import )?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(.*\))?")
 MEMBER = re.compile(r"\.([A-Za-z_]\w*)(?:\(.*\))?")
@@ -204,8 +206,11 @@ def test_every_path_exists():
 
 
 def test_every_bare_file_name_exists_somewhere():
-    refs = checked(ref for ref in every_span() if BARE_FILE.fullmatch(ref.text))
-    assert len(refs) > 10
+    spans = [ref for ref in every_span() if BARE_FILE.fullmatch(ref.text)]
+    prose = in_docs_and_docstrings(PROSE_FILE, docs_text=lambda doc: without_spans(doc_prose(doc)))
+    refs = checked(spans + prose)
+    assert len(spans) > 10
+    assert len(prose) > 10
     report([f"{ref}: no such file" for ref in refs if ref.text not in repository_files()])
 
 
