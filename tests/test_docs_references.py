@@ -36,7 +36,8 @@ A span is a markdown code span (``x`` in a docstring); the rules:
 - Flags. In ``bash`` blocks and command spans, a script of the repository or ``python -m
   eagle_fn`` gets only the flags its argparse parser declares (read from its
   ``add_argument`` calls; a shell script: flags in its text) and existing paths; pytest gets
-  bench/conftest.py's options and ``PYTEST_FLAGS``, and ``-m`` registered markers only.
+  bench/conftest.py's options and ``PYTEST_FLAGS``, and ``-m`` registered markers only. A
+  flag shown alone (``--all``) is declared by some script of the repository or pytest.
 - Commits. Each word of 7 to 40 hex digits, with a digit and a letter, is a commit in HEAD's
   history (skipped outside a full git clone).
 - Links. ``[text](file.md#anchor)`` resolves to a file and one of its headings' GitHub
@@ -414,7 +415,17 @@ def test_every_command_line_flag_is_accepted():
             continue
         seen += 1
     assert seen > 30
-    report(failures)
+    report(failures + lone_flag_failures())
+
+
+def lone_flag_failures() -> list[str]:
+    """A flag shown alone (``--all``, ``-k TEXT``) is one a script here or pytest declares."""
+    scripts = [p for ps in repository_files().values() for p in ps if p.suffix == ".py"]
+    declared = set(PYTEST_FLAGS).union(*(declared_flags(script) for script in scripts))
+    lone = re.compile(r"--?[a-z][\w-]*( [A-Z]+)?")
+    refs = [ref for ref in every_span() if lone.fullmatch(ref.text) and ref.text != "-inf"]
+    assert len(refs) >= 3
+    return [f"{ref}: no script declares it" for ref in refs if ref.text.split()[0] not in declared]
 
 
 # --- commits, links, sections ---------------------------------------------------------------
