@@ -23,7 +23,8 @@ A span is a markdown code span (``x`` in a docstring); the rules:
   class eagle_fn defines.
 - Signatures. A call span ``f(a, b, *, c)`` (``-> T`` optional) of such a name, of a
   registered operator, or of a method of an eagle_fn class, names its parameters: the positional ones in order (one-letter
-  symbols and literals are not compared; ``...`` ends the comparison), the keywords by name.
+  symbols and literals are not compared; ``...`` ends the comparison), the keywords by name
+  (keyword-only after ``*``), with a signature's literal defaults (``MaskMode.QLEN`` too).
   ``eagle_fn::op(schema)`` is a registered operator with that schema. A Sphinx role in a
   docstring (``:func:`x```) resolves in its class, its module, or by the rule above.
 - Tests. A span ``test_<name>`` is a ``def test_<name>`` in tests/ or bench/.

@@ -14,6 +14,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 from helpers.doc_refs import ROOT
 
@@ -144,10 +145,17 @@ def op_signature(name: str) -> inspect.Signature | None:
     return inspect.Signature([inspect.Parameter(a.name, kind) for a in arguments])
 
 
-def shown_parameters(args: str) -> tuple[list[str | None], list[str], bool] | None:
-    """The positional names (None for a literal, ``...`` for "and so on"), the keyword names
-    and whether they are keyword-only (after ``*``) of a call or signature as the docs print
-    it, ``(a, b, *, c=1)``; None when it is neither."""
+class Shown(NamedTuple):
+    """A call or signature as the docs print it, ``(a, b, *, c=1)``."""
+
+    positional: list[str | None]  # names; None for a literal, "..." for "and so on"
+    keywords: list[str]
+    keyword_only: bool  # a signature: the keywords come after ``*``
+    defaults: dict[str, ast.expr]  # a signature's defaults (a call's values are examples)
+
+
+def shown_parameters(args: str) -> Shown | None:
+    """What ``(args)`` shows, as a call or else as a signature; None when it is neither."""
     try:
         call = ast.parse(f"f{args}", mode="eval").body
     except SyntaxError:
@@ -157,14 +165,27 @@ def shown_parameters(args: str) -> tuple[list[str | None], list[str], bool] | No
             "..." if isinstance(a, ast.Constant) and a.value is Ellipsis else getattr(a, "id", None)
             for a in call.args
         ]
-        return positional, [k.arg for k in call.keywords if k.arg], False
+        return Shown(positional, [k.arg for k in call.keywords if k.arg], False, {})
     try:
         (definition,) = ast.parse(f"def f{args}: pass").body
     except SyntaxError:
         return None
     arguments = definition.args  # type: ignore[attr-defined]
-    plain = [a.arg for a in arguments.posonlyargs + arguments.args]
-    return plain, [a.arg for a in arguments.kwonlyargs], True
+    plain = arguments.posonlyargs + arguments.args
+    defaults = dict(zip([a.arg for a in plain][::-1], arguments.defaults[::-1], strict=False))
+    defaults.update(
+        {a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d}
+    )
+    return Shown([a.arg for a in plain], [a.arg for a in arguments.kwonlyargs], True, defaults)
+
+
+def shown_value(node: ast.expr) -> tuple[bool, object]:
+    """A shown default's value, when it is a literal or an eagle_fn name (``MaskMode.QLEN``)."""
+    try:
+        return True, ast.literal_eval(node)
+    except ValueError:
+        found = targets(ast.unparse(node)) if isinstance(node, ast.Attribute) else None
+        return (True, found[0]) if found else (False, None)
 
 
 def parameters(obj: object) -> list[inspect.Parameter] | None:
@@ -179,11 +200,11 @@ def parameters(obj: object) -> list[inspect.Parameter] | None:
 def signature_failures(obj: object, args: str, returns: str | None) -> list[str]:
     """How a shown ``(args) -> returns`` differs from ``obj``'s signature: a positional name
     (one letter is a symbol, a literal is a value: neither is compared), their number, a
-    keyword (keyword-only after ``*``), the return annotation."""
+    keyword (keyword-only after ``*``), a signature's literal defaults, the return annotation."""
     params, parsed = parameters(obj), shown_parameters(args)
     if params is None or parsed is None:
         return []
-    positional, keywords, keyword_only = parsed
+    positional, keywords, keyword_only, defaults = parsed
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     takes = [p.name for p in params if p.kind in kinds]
     varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
@@ -205,6 +226,10 @@ def signature_failures(obj: object, args: str, returns: str | None) -> list[str]
             for k in keywords
             if k in by_name and by_name[k].kind is not inspect.Parameter.KEYWORD_ONLY
         ]
+    for name, node in defaults.items():
+        known, value = shown_value(node)
+        if known and name in by_name and by_name[name].default != value:
+            failures.append(f"{name!r} defaults to {by_name[name].default!r}, shown {value!r}")
     if returns and not isinstance(obj, inspect.Signature):
         annotation = str(inspect.signature(obj).return_annotation)  # type: ignore[arg-type]
         if not annotation.endswith(returns):
