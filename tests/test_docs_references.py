@@ -11,22 +11,23 @@ A span is a markdown code span (``x`` in a docstring); the rules:
   ``kernels/_walk.py``). A bare ``*.py``, ``*.md`` or ``*.sh`` name, in a span or in the
   prose, is a file somewhere in the repository.
 - Python names. A span that is a dotted name (``a.b``, ``a.b(...)``, ``import a.b``) is
-  checked when its head is ``eagle_fn``, a module of ``eagle_fn`` or ``eagle_fn.kernels``, or
-  a name one of those modules defines. So a short, module-relative name (``layout.verify_core``,
-  ``kernels._ops.call``) resolves under ``eagle_fn.``, or else under ``eagle_fn.kernels.``,
-  whose modules docs/kernels.md names without the package (``greedy.greedy_core``); a name
-  whose head a module defines (``DraftOrganizer.build_verify``) resolves through any module
-  defining it. Resolution is import + getattr; an attribute a class gives its instances
-  counts when the class annotates it or its source assigns ``self.<name>``. Any other head
-  is a standard-library module or listed in ``FOREIGN_HEADS``, or the test fails.
-  A span ``.name`` (a member, as the README's worker row lists them) is an attribute of a
-  class eagle_fn defines.
+  checked when its head is ``eagle_fn``, a module of ``eagle_fn`` or ``eagle_fn.kernels``,
+  or a name one of those modules defines. So a short, module-relative name
+  (``layout.verify_core``, ``kernels._ops.call``) resolves under ``eagle_fn.``, or else
+  under ``eagle_fn.kernels.``, whose modules docs/kernels.md names without the package
+  (``greedy.greedy_core``); a name whose head a module defines
+  (``DraftOrganizer.build_verify``) resolves through any module defining it. Resolution is
+  import + getattr; an attribute a class gives its instances counts when the class
+  annotates it or its source assigns ``self.<name>``. Any other head is a standard-library
+  module or listed in ``FOREIGN_HEADS``, or the test fails. A span ``.name`` (a member, as
+  the README's worker row lists them) is an attribute of a class eagle_fn defines.
 - Signatures. A call span ``f(a, b, *, c)`` (``-> T`` optional) of such a name, of a
-  registered operator, or of a method of an eagle_fn class, names its parameters: the positional ones in order (one-letter
-  symbols and literals are not compared; ``...`` ends the comparison), the keywords by name
-  (keyword-only after ``*``), with a signature's literal defaults (``MaskMode.QLEN`` too).
-  ``eagle_fn::op(schema)`` is a registered operator with that schema. A Sphinx role in a
-  docstring (``:func:`x```) resolves in its class, its module, or by the rule above.
+  registered operator, or of a method of an eagle_fn class, names its parameters: the
+  positional ones in order (one-letter symbols and literals are not compared; ``...`` ends
+  the comparison), the keywords by name (keyword-only after ``*``), with a signature's
+  literal defaults (``MaskMode.QLEN`` too). ``eagle_fn::op(schema)`` is a registered
+  operator with that schema. A Sphinx role in a docstring (``:func:`x```) resolves in its
+  class, its module, or by the rule above.
 - Tests. A span ``test_<name>`` is a ``def test_<name>`` in tests/ or bench/.
 - Environment. ``EAGLE_FN_*`` and ``TRITON_INTERPRET`` are string constants of src/ code.
 - Benchmarks. On docs/benchmarks.md and docs/performance.md every lower-case identifier span

@@ -189,10 +189,14 @@ def shown_value(node: ast.expr) -> tuple[bool, object]:
 
 
 def parameters(obj: object) -> list[inspect.Parameter] | None:
-    try:
-        signature = obj if isinstance(obj, inspect.Signature) else inspect.signature(obj)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
+    """``obj``'s parameters, ``self`` dropped; None when it has no signature."""
+    if isinstance(obj, inspect.Signature):
+        signature = obj
+    else:
+        try:
+            signature = inspect.signature(obj)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
     found = list(signature.parameters.values())
     return found[1:] if found and found[0].name == "self" else found
 

@@ -79,7 +79,8 @@ def without_spans(text: str) -> str:
 
 
 def shell_lines(file: Path) -> list[Ref]:
-    """The lines of a markdown file's ``bash`` blocks, a line ending in ``\\`` joined to the next."""
+    """The lines of a markdown file's ``bash`` blocks; a line ending in ``\\`` is joined to
+    the next."""
     found: list[Ref] = []
     pending: Ref | None = None
     for number, language, line in split_fences(file.read_text())[1]:
