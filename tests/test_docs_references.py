@@ -55,6 +55,8 @@ import itertools
 import re
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -289,14 +291,18 @@ def test_every_sphinx_role_in_a_docstring_resolves():
         for line, text, owner in owned_docstrings(source):
             for ref in text_refs(ROLE, text, source, offset=line - 1):
                 roles += 1
-                name = ref.text.split(".")
-                scopes = ([owner] if owner else []), []  # as Sphinx: the class, then the module
-                if not any(resolved(module, [*s, *name])[0] for s in scopes) and not targets(
-                    ref.text
-                ):
+                if not role_resolves(module, owner, ref.text):
                     failures.append(f"{ref}: resolves neither in {module.__name__} nor by rule")
     assert roles > 30
     report(failures)
+
+
+def role_resolves(module: ModuleType, owner: str | None, name: str) -> bool:
+    """As Sphinx looks a role's name up: in the docstring's class, its module, then absolute
+    (here: by the rule for dotted names)."""
+    scopes = ([owner] if owner else [], [])
+    parts = name.split(".")
+    return any(resolved(module, [*scope, *parts])[0] for scope in scopes) or bool(targets(name))
 
 
 # --- tests, environment variables, benchmarks -----------------------------------------------
@@ -352,7 +358,7 @@ def doc_commands() -> list[Command]:
     return [command for ref in lines + spans for command in commands(ref)]
 
 
-def script_of(program: str):
+def script_of(program: str) -> Path | None:
     """The file a command runs, or None for a tool from elsewhere (pip, ruff)."""
     if program == "-m eagle_fn":
         return ROOT / "src" / "eagle_fn" / "__main__.py"
@@ -386,7 +392,7 @@ def pytest_failures(command: Command, args: Sequence[str]) -> list[str]:
     return failures
 
 
-def script_failures(command: Command, script) -> list[str]:
+def script_failures(command: Command, script: Path) -> list[str]:
     args = list(command.args)
     own, passed_on = (
         (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, [])
