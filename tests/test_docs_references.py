@@ -43,8 +43,8 @@ A span is a markdown code span (``x`` in a docstring); the rules:
 - Commits. Each word of 7 to 40 hex digits, with a digit and a letter, is a commit in HEAD's
   history (skipped outside a full git clone).
 - Links. ``[text](file.md#anchor)`` resolves to a file and one of its headings' GitHub
-  anchors; ``semantics.md §n`` to a numbered section; ``file.md, *Part*`` to a heading, a
-  bold paragraph lead or a list item's lead there.
+  anchors; ``semantics.md §n`` to a numbered section; ``file.md, *Part*`` (or ``"Part"``)
+  to a heading, a bold paragraph lead or a list item's lead there.
 
 ``NOT_CHECKED`` lists, with a reason each, the spans that deliberately name nothing here.
 """
@@ -175,7 +175,8 @@ COMMAND_SPAN = re.compile(r"(?:[A-Z_]+=\S+ )*(?:python3? |pytest |bash |\S+\.(?:
 COMMIT = re.compile(r"(?<![\w/.-])([0-9a-f]{7,40})(?![\w/-])")
 LINK = re.compile(r"\[[^\]]+\]\(([^)\s]+)\)")
 SECTION = re.compile(r"semantics\.md §(\d+)")
-NAMED_PART = re.compile(r"([\w./-]+\.md),? \*([^*\n]+)\*")  # docs/kernels.md, *Exactness*
+# docs/kernels.md, *Exactness* or sampling.md, "The fused kernel": a part of a page, by name.
+NAMED_PART = re.compile(r"(([\w./-]+\.md),? (\*[^*\n]+\*|\"[^\"\n]+\"))")
 
 
 def every_span() -> list[Ref]:
@@ -480,16 +481,15 @@ def test_every_cited_section_exists():
     sections = set(re.findall(r"^## (\d+)\.", semantics, flags=re.M))
     cited = in_docs_and_docstrings(SECTION)
     failures = [f"{ref}: no §{ref.text} there" for ref in cited if ref.text not in sections]
-    parts = [m for doc in DOCS for m in NAMED_PART.finditer(doc_prose(doc))]
-    for doc in DOCS:
-        prose = doc_prose(doc)
-        for match in NAMED_PART.finditer(prose):
-            file, part = match.groups()
-            target = next((p for p in (doc.parent / file, ROOT / file) if p.exists()), None)
-            lead = rf"^(?:#+ |\*\*|- ){re.escape(part)}"
-            if target is None or not re.search(lead, target.read_text(), flags=re.M):
-                ref = Ref(match.group(0), doc, prose.count("\n", 0, match.start()) + 1)
-                failures.append(f"{ref}: no part {part!r} there")
+    parts = in_docs_and_docstrings(NAMED_PART)
+    for ref in parts:
+        file, part = NAMED_PART.fullmatch(ref.text).group(2, 3)  # type: ignore[union-attr]
+        part = part.strip('*"')
+        folders = (ref.file.parent, ROOT, ROOT / "docs")
+        target = next((f / file for f in folders if (f / file).is_file()), None)
+        lead = rf"^(?:#+ |\*\*|- ){re.escape(part)}"
+        if target is None or not re.search(lead, target.read_text(), flags=re.M):
+            failures.append(f"{ref}: no part {part!r} there")
     assert len(cited) > 5
-    assert len(parts) >= 2
+    assert len(parts) >= 3
     report(failures)
