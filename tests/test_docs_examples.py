@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import doc_context
-from helpers.doc_blocks import Block, blocks, run_block, shell_commands
+from helpers.doc_blocks import Block, blocks, run_block
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -46,44 +46,6 @@ def test_the_python_blocks_of_a_page_run_and_show_what_their_comments_say(page):
         run_block(block, page, namespace)
     if len(not_run) == len(blocks(page.read_text())):
         pytest.skip(f"{page.name}: no block runs ({'; '.join(not_run)})")
-
-
-def invoked(words: list[str]) -> tuple[Path | None, list[str]]:
-    """The file a shell command runs (None for a tool: pip, ruff, pytest...) and its
-    arguments; a pytest run's paths are checked as arguments of no file."""
-    python = words[0] in ("python", "python3")
-    if python and words[1:3] == ["-m", "eagle_fn"]:
-        return ROOT / "src" / "eagle_fn" / "__main__.py", words[3:]
-    if python and words[1:3] == ["-m", "pytest"]:
-        return None, words[3:]
-    if words[0] == "pytest":
-        return None, words[1:]
-    if (python and words[1:2] and words[1].endswith(".py")) or words[0] == "bash":
-        return ROOT / words[1], words[2:]
-    if words[0].startswith("scripts/"):
-        return ROOT / words[0], words[1:]
-    return None, []
-
-
-def test_the_shell_commands_of_the_pages_name_files_and_options_that_exist():
-    """What README.md and docs/*.md show a user typing: each script and path it names exists,
-    and each --option of a Python script is one that script defines (a plugin's or conftest's
-    options of pytest are not checked)."""
-    checked = 0
-    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
-        for line, words in shell_commands(page.read_text()):
-            where = f"{page.name}:{line}: {' '.join(words)}"
-            script, arguments = invoked(words)
-            assert script is None or script.is_file(), f"{where}: no {script}"
-            source = script.read_text() if script is not None and script.suffix == ".py" else None
-            for argument in arguments:
-                option = argument.split("=", 1)[0]
-                if argument.startswith("--") and argument != "--" and source is not None:
-                    assert f'"{option}"' in source, f"{where}: {script.name} has no {option}"
-                elif "/" in argument:
-                    assert (ROOT / argument).exists(), f"{where}: no {argument}"
-            checked += script is not None or bool(arguments)
-    assert checked, "no command found: the ```bash blocks were not read"
 
 
 PAGE = """Text.

@@ -15,12 +15,10 @@ runs. On any other line a ``# [...]`` comment is a shape comment, not checked.
 
 import ast
 import re
-import shlex
 from pathlib import Path
 from typing import NamedTuple
 
 _FENCE = re.compile(r"^```python\n(.*?)^```", flags=re.DOTALL | re.MULTILINE)
-_SHELL = re.compile(r"^```bash\n(.*?)^```", flags=re.DOTALL | re.MULTILINE)
 _NOT_RUN, _GIVEN = "# not run:", "# given:"
 
 
@@ -64,47 +62,6 @@ def _given(lines: list[str], line: int) -> tuple[str, ...]:
     if not all(name.isidentifier() for name in names):
         raise ValueError(f"line {line}: '{_GIVEN}' lists names, comma-separated: {listed!r}")
     return names
-
-
-def shell_commands(text: str) -> list[tuple[int, list[str]]]:
-    """``(line, words)`` of each command of the ```bash blocks of ``text``: continued lines
-    joined, comments dropped, split at ``&&`` and ``;``, leading ``VAR=value`` words and a
-    usage's ``[optional]`` brackets dropped."""
-    commands = []
-    for match in _SHELL.finditer(text):
-        first = text.count("\n", 0, match.start(1)) + 1
-        pending, start = "", first
-        for number, line in enumerate(match.group(1).splitlines(), first):
-            start = start if pending else number
-            pending += line.removesuffix("\\") + " "
-            if line.endswith("\\"):
-                continue
-            lexer = shlex.shlex(pending, posix=True, punctuation_chars=True)
-            lexer.whitespace_split = True  # words as the shell splits them; comments dropped
-            for command in _split(list(lexer), ("&&", ";")):
-                words = [_unbracketed(word) for word in command]
-                while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
-                    words.pop(0)
-                if words:
-                    commands.append((start, words))
-            pending = ""
-    return commands
-
-
-def _unbracketed(word: str) -> str:
-    """A usage's ``[--option value]`` brackets off a word; ``.[extra]`` stays."""
-    word = word.removeprefix("[")
-    return word if "[" in word else word.removesuffix("]")
-
-
-def _split(words: list[str], separators: tuple[str, ...]) -> list[list[str]]:
-    parts: list[list[str]] = [[]]
-    for word in words:
-        if word in separators:
-            parts.append([])
-        else:
-            parts[-1].append(word)
-    return parts
 
 
 def shown_values(block: str) -> dict[str, object]:
