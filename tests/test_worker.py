@@ -281,7 +281,9 @@ META_TREE = DraftTree(*(torch.zeros(2, 3, dtype=torch.int64, device="meta"),) * 
             (
                 lambda kw=kw: worker(CHAIN).build_verify(None, None, None, **{kw: None}),
                 TypeError,
-                rf"^DraftOrganizer.build_verify\(\) got an unexpected keyword argument '{kw}'$",
+                # Python 3.13 adds a suggestion: ". Did you mean 'mask_mode'?"
+                rf"^DraftOrganizer.build_verify\(\) got an unexpected keyword argument '{kw}'"
+                r"(\. Did you mean '\w+'\?)?$",
             )
             for kw in ("mask_mod", "where", "device", "device_label")
         ),
