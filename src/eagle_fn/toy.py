@@ -60,10 +60,12 @@ TEMPERATURES = contract("generate", config=False, prompts=_PROMPTS, temperature=
 
 def toy_models(vocab: int = 48, *, seed: int = 0, noise: float = 0.6) -> tuple[ToyModel, ToyModel]:
     """A target and a draft that agrees with it often but not always: the target's table
-    plus ``noise`` times seeded Gaussian noise."""
+    plus ``noise`` times seeded Gaussian noise: float32 CPU tables, whatever torch's default
+    dtype and device, so a seed always gives the same models."""
     gen = torch.Generator().manual_seed(seed)
-    target = torch.randn(vocab, vocab, vocab, generator=gen)
-    draft = target + noise * torch.randn(vocab, vocab, vocab, generator=gen)
+    shape, f32 = (vocab, vocab, vocab), torch.float32
+    target = torch.randn(shape, generator=gen, dtype=f32, device="cpu")  # [V, V, V]
+    draft = target + noise * torch.randn(shape, generator=gen, dtype=f32, device="cpu")
     return ToyModel(target), ToyModel(draft)
 
 
