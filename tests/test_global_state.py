@@ -8,10 +8,16 @@ outputs in the default state first, then again under one setting, which it alway
 
 import contextlib
 import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 
 from eagle_fn.toy import toy_models
+
+_SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 @contextlib.contextmanager
@@ -59,3 +65,24 @@ def test_toy_models_are_float32_cpu_tables_whatever_the_defaults():
     with default_device("meta"), default_dtype(torch.float64):
         actual = toy_models(4, seed=2)
     assert_same(actual, expected)
+
+
+def test_module_tensors_ignore_the_default_device_at_import():
+    # A module-level tensor made under a default CUDA device would initialize CUDA on import.
+    code = (
+        "import sys, torch\n"
+        "torch.set_default_device('meta')\n"
+        "import eagle_fn, eagle_fn.toy\n"
+        "for name, module in list(sys.modules.items()):\n"
+        "    if name.startswith('eagle_fn'):\n"
+        "        for attr, value in vars(module).items():\n"
+        "            if isinstance(value, torch.Tensor):\n"
+        "                print(name, attr, value.device)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": _SRC}
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    lines = run.stdout.splitlines()
+    assert "eagle_fn._dynamic _SIZE_CARRIER cpu" in lines
+    assert all(line.endswith(" cpu") for line in lines), lines

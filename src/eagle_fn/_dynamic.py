@@ -177,8 +177,9 @@ def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
 # carry on every torch: the bounds, and ``dim 0 == rows * size``. The adapter gets its own
 # code object per compile.
 
-# A scalar whose expanded views carry UnbackedInt values as sizes; no data is ever read.
-_SIZE_CARRIER = torch.empty(())
+# A scalar whose expanded views carry UnbackedInt values as sizes; no data is ever read. On
+# the CPU whatever torch's default device at import: a CUDA one would initialize CUDA then.
+_SIZE_CARRIER = torch.empty((), device="cpu")
 
 _Plan = tuple[tuple[int, str, DynamicArg], ...]
 
