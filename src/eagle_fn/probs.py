@@ -56,8 +56,10 @@ def draw_uniforms(
     Args:
         bs: requests.
         num_draft_tokens: ``N``, nodes per request.
-        generator: the random source; ``torch``'s default generator when omitted.
-        device: where to draw; the generator's device when omitted.
+        generator: the random source; when omitted, torch's default generator of ``device``
+            (``torch.manual_seed`` seeds it).
+        device: where to draw; when omitted, the generator's device (the CPU without a
+            generator, whatever torch's default device).
 
     Shapes: -> ``uniforms [bs, N]``, ``final_uniforms [bs]``.
 
