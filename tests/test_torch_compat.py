@@ -238,7 +238,8 @@ def test_past_the_recompile_limit_calls_run_eagerly_with_one_warning(fresh_dynam
     messages = [str(w.message) for w in caught if "recompile limit" in str(w.message)]
     assert messages == [
         "eagle_fn: the compiled _scaled reached torch._dynamo's recompile limit (one graph per "
-        "mask mode, grad mode, dtype and input layout); calls needing a new graph run eagerly"
+        "mask mode, dtype, input layout and torch global setting: grad mode, autocast, default "
+        "dtype and device, ...); calls needing a new graph run eagerly"
     ]
 
 

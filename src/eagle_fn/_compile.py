@@ -118,8 +118,8 @@ def _eager_when_needed(
 def _warn_limit_hit(fn: Callable[..., Any]) -> None:
     warnings.warn(
         f"eagle_fn: the compiled {fn.__name__} reached torch._dynamo's recompile limit (one "
-        f"graph per mask mode, grad mode, dtype and input layout); calls needing a new graph "
-        f"run eagerly",
+        f"graph per mask mode, dtype, input layout and torch global setting: grad mode, "
+        f"autocast, default dtype and device, ...); calls needing a new graph run eagerly",
         stacklevel=5,  # past this, the compiled call, the worker's _route and method: its caller
     )
 
