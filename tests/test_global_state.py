@@ -95,6 +95,17 @@ def seeded():
         yield
 
 
+@contextlib.contextmanager
+def flush_denormal():
+    """Subnormal floats flushed to zero (read and written), where the CPU can."""
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush denormals")
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
 STATES = {
     "default_device_meta": lambda: default_device("meta"),
     "default_dtype_float64": lambda: default_dtype(torch.float64),
@@ -105,9 +116,10 @@ STATES = {
     "autocast_float16": lambda: torch.autocast("cpu", dtype=torch.float16),
     "one_thread": one_thread,
     "seeded": seeded,
+    "flush_denormal": flush_denormal,
 }
 # The kernels allocate their outputs with new_empty: the deterministic fill is the probe.
-KERNEL_STATES = ("default_device_meta", "default_dtype_float64", "deterministic")
+KERNEL_STATES = ("default_device_meta", "default_dtype_float64", "deterministic", "flush_denormal")
 
 
 def tensors(value, name="out"):
@@ -236,6 +248,20 @@ def test_public_functions_ignore_global_settings(state, inputs, expected, monkey
     with STATES[state]():
         actual = public_outputs(inputs)
     assert_same(actual, expected)
+
+
+def test_zero_scores_rank_by_index_when_the_cpu_flushes_subnormals(monkeypatch):
+    # Candidate scores [1, 0, 0, 0, 0, 0]: the three best are 0 and the zeros of the lowest
+    # indices, 1 and 2 (candidate 0's children come after the step-0 candidates).
+    monkeypatch.setattr(_memo, "_cache", {})  # the rank keys built in that mode too
+    cfg = DraftConfig(2, 2, 4)
+    scores = [torch.tensor([[[1.0, 0.0]]]), torch.zeros(1, 2, 2)]
+    tokens = [torch.tensor([[10, 11]]), torch.tensor([[12, 13, 14, 15]])]
+    parents = [torch.tensor([[-1, 0, 1]]), torch.tensor([[2, 3]])]
+    with flush_denormal():
+        tree = organize_tree(cfg, scores, tokens, parents)
+    assert tree.top_scores_index.tolist() == [[0, 1, 2]]
+    assert is_valid_tree(cfg, tree).tolist() == [True]
 
 
 def test_toy_models_are_float32_cpu_tables_whatever_the_defaults():

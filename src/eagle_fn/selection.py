@@ -161,13 +161,15 @@ def select_args(
     return cfg, step, topk_p, topk_index, scores
 
 
-# Scores of up to 32 bits rank by a float64 key, score * (1 - g * 2**-40) - g * 2**-1060 for
+# Scores of up to 32 bits rank by a float64 key, score * (1 - g * 2**-40) - g * 2**-300 for
 # flat index g. The factor moves a score by less than half a float32 ulp (for g < 2**15), so
 # distinct scores keep their order while equal ones get distinct keys, the lower index
-# larger; the additive term, below any nonzero score's float64 ulp, does the same for zeros.
+# larger; the additive term, below half the float64 ulp of any nonzero score (2**-202 at
+# 2**-149, the least float32), does the same for zeros. It is a normal float64: a CPU that
+# flushes subnormals (torch.set_flush_denormal) would zero a subnormal one, and zeros tie.
 # NaN and -inf keys become -2**1000 * (1 + g * 2**-40): below every finite key, in index order.
 _TIE = 2.0**-40
-_ZERO_TIE = 2.0**-1060
+_ZERO_TIE = 2.0**-300
 _NAN_FLOOR = -(2.0**1000)
 _INF = float("inf")
 MAX_KEYED_WIDTH = 2**15
