@@ -122,6 +122,28 @@ STATES = {
 KERNEL_STATES = ("default_device_meta", "default_dtype_float64", "deterministic", "flush_denormal")
 
 
+def torch_globals():
+    """The settings above that torch can read back (not the flush of subnormals)."""
+    return (
+        torch.get_default_device(),
+        torch.get_default_dtype(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.utils.deterministic.fill_uninitialized_memory,
+        torch.is_autocast_enabled("cpu"),
+        torch.get_num_threads(),
+        torch.get_rng_state().tolist(),
+    )
+
+
+@pytest.fixture(autouse=True)
+def _globals_restored():
+    # Each test must leave torch as it found it, failing or not: the settings' context
+    # managers restore them, and this checks that they did.
+    before = torch_globals()
+    yield
+    assert torch_globals() == before
+
+
 def tensors(value, name="out"):
     """Every tensor in ``value`` (tuples, named tuples, dataclasses, dicts), by path."""
     if isinstance(value, torch.Tensor):
