@@ -2,8 +2,9 @@
 
 Serving engines call eagle_fn with a default device or dtype set, under autocast, with
 deterministic algorithms on (whose NaN / max-int fill of ``empty`` also shows any output
-element left unwritten), with one thread or a seeded global generator. Each test computes the
-outputs in the default state first, then again under one setting, which it always restores.
+element left unwritten), with one thread, a seeded global generator or subnormals flushed to
+zero. Each test computes the outputs in the default state first, then again under one
+setting, which it always restores.
 """
 
 import contextlib
