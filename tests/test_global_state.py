@@ -44,23 +44,27 @@ _SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 @contextlib.contextmanager
+def setting(get, put, value):
+    """One of torch's settings at ``value`` for the block, then back to what ``get`` read."""
+    previous = get()
+    put(value)
+    try:
+        yield
+    finally:
+        put(previous)
+
+
+def _put_device(device):
+    # Back to no default device, not a "cpu" one: that would leave a device mode in place.
+    torch.set_default_device(None if torch.device(device) == torch.device("cpu") else device)
+
+
 def default_device(device):
-    previous = torch.get_default_device()
-    torch.set_default_device(device)
-    try:
-        yield
-    finally:
-        torch.set_default_device(None if previous == torch.device("cpu") else previous)
+    return setting(torch.get_default_device, _put_device, device)
 
 
-@contextlib.contextmanager
 def default_dtype(dtype):
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
+    return setting(torch.get_default_dtype, torch.set_default_dtype, dtype)
 
 
 @contextlib.contextmanager
@@ -76,16 +80,6 @@ def deterministic():
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = fill
         torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
-
-
-@contextlib.contextmanager
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 @contextlib.contextmanager
@@ -115,7 +109,7 @@ STATES = {
     "deterministic": deterministic,
     "autocast_bfloat16": lambda: torch.autocast("cpu", dtype=torch.bfloat16),
     "autocast_float16": lambda: torch.autocast("cpu", dtype=torch.float16),
-    "one_thread": one_thread,
+    "one_thread": lambda: setting(torch.get_num_threads, torch.set_num_threads, 1),
     "seeded": seeded,
     "flush_denormal": flush_denormal,
 }
