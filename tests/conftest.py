@@ -6,7 +6,7 @@ import os
 
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
 # Without CUDA the Triton kernels run in Triton's CPU interpreter. It must be chosen before
 # anything imports triton (torch.compile's inductor does, in test_compile): triton.language's
@@ -19,17 +19,10 @@ with contextlib.suppress(ImportError):
     import triton  # noqa: F401
 
 from eagle_fn.arguments import as_device
+from helpers import profiles  # registers the profiles
 
-# CI: reproducible examples, no deadline (the first call of a torch op can be slow).
-settings.register_profile(
-    "ci",
-    derandomize=True,
-    deadline=None,
-    max_examples=60,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile("dev", deadline=None, max_examples=200)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+assert settings.get_profile("ci").max_examples == profiles.CI_EXAMPLES
 
 DEVICES = [
     "cpu",

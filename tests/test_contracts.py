@@ -2,13 +2,14 @@
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig, DraftTree
 from eagle_fn.contracts import _REMEMBERED, FLOAT, Arg, contract, fields
 from eagle_fn.organize import MULTILAYER, ORGANIZE_TREE
 from eagle_fn.verify import VERIFY_GREEDY
+from helpers.profiles import examples
 
 CHAIN = DraftConfig.chain(3)
 CPU, META = torch.device("cpu"), torch.device("meta")
@@ -44,7 +45,7 @@ call = st.tuples(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150)
 @given(st.lists(call, min_size=1, max_size=8))
 def test_a_call_passes_exactly_where_check_passes(calls):
     # A sequence of calls: each one after the first may be answered from the earlier ones.

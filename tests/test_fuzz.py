@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from hypothesis import event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from eagle_fn import (
@@ -21,6 +21,7 @@ from eagle_fn import (
     verify_greedy,
 )
 from eagle_fn.toy import greedy_generate, speculative_generate, toy_models
+from helpers.profiles import examples
 from helpers.valid_calls import (
     BONUS,
     CHAIN_CFG,
@@ -164,7 +165,7 @@ RAISED_AS = {"DraftConfig.chain": "DraftConfig"}
 
 
 @pytest.mark.parametrize("name", list(ENTRY_POINTS))
-@settings(max_examples=200)
+@examples(200)
 @given(data=st.data())
 def test_only_clear_errors_come_out(name, data):
     fn, valid = ENTRY_POINTS[name]

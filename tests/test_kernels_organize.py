@@ -7,7 +7,7 @@ from unittest import mock
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from torch._dynamo.utils import counters
 
@@ -20,6 +20,7 @@ from eagle_fn.profiling import OpCounter
 from helpers import reference
 from helpers.asserts import assert_matches, assert_trees_equal
 from helpers.layouts import aliased_fields, call_untouched, layout_cases, one_buffer_per_list
+from helpers.profiles import examples
 from helpers.kernel_support import (
     KERNEL_DEVICE,
     KERNEL_DEVICES,
@@ -31,7 +32,7 @@ from helpers.kernel_support import (
 pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
 
 # The interpreter runs a kernel in Python: keep the property tests to small drafts.
-FEW = settings(max_examples=25)
+FEW = examples(25)
 # Seeds of the torch generators that draw tokens and parents: hypothesis draws and shrinks
 # them, where torch's global generator would differ on every run.
 SEEDS = st.integers(0, 2**32 - 1)

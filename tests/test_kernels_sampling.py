@@ -15,7 +15,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig, VerifyTree, verify_sampling
@@ -24,6 +24,7 @@ from eagle_fn.profiling import count_kernels
 from helpers.asserts import assert_trees_equal, on
 from helpers.kernel_support import guarded_outputs, without_interpreter
 from helpers.layouts import aliased_fields, call_untouched, layout_cases
+from helpers.profiles import examples
 from helpers.sampling_cases import EDGE_CASES, WIDE_CFG, WIDE_VT
 from helpers.sampling_inputs import (
     THRESHOLDS,
@@ -49,7 +50,7 @@ pytestmark = [
 
 DEVICE = kernel_support.KERNEL_DEVICE
 # The interpreter runs each program in Python: few, small examples.
-FEW = settings(max_examples=40)
+FEW = examples(40)
 
 
 def check(cfg, vt, q, u, final, thresholds=(1.0, 1.0), draft_probs=None):

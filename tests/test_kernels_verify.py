@@ -9,7 +9,7 @@ from helpers import kernel_support  # noqa: I001  (first: it turns on the interp
 import pytest
 import torch
 import torch._dynamo
-from hypothesis import assume, example, given, settings
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from torch._dynamo.utils import counters
 
@@ -34,6 +34,7 @@ from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
 from helpers.asserts import assert_layout_equals, assert_trees_equal, assert_verdict_equals, on
 from helpers.layouts import aliased_fields, call_untouched, layout_cases
+from helpers.profiles import examples
 from helpers.kernel_support import (
     KERNEL_DEVICE,
     KERNEL_DEVICES,
@@ -69,7 +70,7 @@ pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
 
 I64 = torch.int64
 # The interpreter runs one program per request in Python (tens of ms each): small batches.
-FEW = settings(max_examples=40)
+FEW = examples(40)
 # Under the ci profile SMALL_CONFIGS gave N > 32 in 0 to 2 of a build test's 40 examples. The
 # build kernel packs each node's children into an int64 from two int32 halves, so the wide
 # trees are explicit examples: N = 32 (BITPACKED's widest, a child at bit 31 of the one half)
