@@ -1,4 +1,4 @@
-"""Shared fixtures: hypothesis profiles, the interpreter switch, the device parameter and a fresh
+"""Shared fixtures: the hypothesis profile (loaded), the interpreter switch, the device parameter and a fresh
 dynamo."""
 
 import contextlib

@@ -1,5 +1,6 @@
-"""What the tests share, by topic; fixtures and hypothesis profiles are in ``conftest.py``.
+"""What the tests share, by topic; fixtures are in ``conftest.py``.
 
+- :mod:`profiles`: the hypothesis profiles (``HYPOTHESIS_PROFILE``) and ``examples(n)``.
 - :mod:`asserts`: exact comparisons of tensors, trees and verdicts; ``on`` (a device move).
 - :mod:`drafts`: configs and draft inputs, as hypothesis strategies and seeded tables.
 - :mod:`trees`: hand-made trees and the targets that agree with them.
