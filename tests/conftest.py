@@ -1,5 +1,5 @@
-"""Shared fixtures: the hypothesis profile (loaded), the interpreter switch, the device parameter and a fresh
-dynamo."""
+"""Shared fixtures: the hypothesis profile (loaded), the interpreter switch, the device
+parameter and a fresh dynamo."""
 
 import contextlib
 import os
