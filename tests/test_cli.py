@@ -37,7 +37,11 @@ def test_version_prints_the_package_version(capsys):
     ("options", "env", "message"),
     [
         (["--device", "nowhere"], {}, "error: python -m eagle_fn: device 'nowhere'"),
-        (["--device", "meta"], {}, "error: the demo runs on a cpu or cuda device, got meta"),
+        (
+            ["--device", "meta"],
+            {},
+            "error: python -m eagle_fn: the demo runs on a cpu or cuda device, got meta",
+        ),
         ([], {"EAGLE_FN_COMPILE": "yes"}, "error: EAGLE_FN_COMPILE must be one of"),
         (
             [],

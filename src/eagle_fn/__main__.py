@@ -192,7 +192,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:  # the device and the settings, checked before any section runs: an error, no traceback
         device = as_device("python -m eagle_fn", args.device)
         if device.type not in ("cpu", "cuda"):
-            raise ValueError(f"the demo runs on a cpu or cuda device, got {device}")
+            raise ValueError(
+                f"python -m eagle_fn: the demo runs on a cpu or cuda device, got {device}"
+            )
         DraftOrganizer(DraftConfig(2, 2, 3), max_bs=1, device=device)  # reads both variables
     except (TypeError, ValueError, RuntimeError) as error:
         raise SystemExit(f"error: {error}") from None
