@@ -193,6 +193,41 @@ def test_full_mask_takes_the_total_or_derives_it():
     assert torch.equal(given_sum.tree_mask, derived.tree_mask)
 
 
+@pytest.mark.parametrize("mode", [MaskMode.QLEN, MaskMode.BITPACKED], ids=str)
+@pytest.mark.parametrize("seq_lens_sum", [-1, 2**70, 14.0, "14"])
+def test_other_modes_neither_read_nor_check_seq_lens_sum(mode, seq_lens_sum):
+    # README: seq_lens_sum sizes the FULL mask only; a value FULL would refuse passes here.
+    args = (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
+    expected = build_verify_tree(*args, mask_mode=mode)
+    got = build_verify_tree(*args, mask_mode=mode, seq_lens_sum=seq_lens_sum)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    worker = DraftOrganizer(SPEC_CFG, max_bs=4, device="cpu", compile=False)
+    via_worker = worker.build_verify(*args[1:], mask_mode=mode, seq_lens_sum=seq_lens_sum)
+    assert all(torch.equal(a, b) for a, b in zip(via_worker, expected, strict=True))
+
+
+def test_a_chain_worker_lays_out_a_foreign_chain_tree_as_its_own_chain():
+    # The worker's chain path reads only the tokens: a tree with other parents (every
+    # candidate hung under the root) gets the chain's links, mask and positions, while
+    # build_verify_tree follows the tree's own parents.
+    cfg = DraftConfig.chain(3)
+    tokens = torch.tensor([[7, 8, 9], [4, 5, 6]])
+    foreign = DraftTree(torch.full((2, 3), -1), torch.tensor([[0, 1, 2]] * 2), tokens)
+    bonus, seq_lens = torch.tensor([1, 2]), torch.tensor([5, 9])
+    worker = DraftOrganizer(cfg, max_bs=4, device="cpu", compile=False)
+    chain = worker.organize(torch.rand(2, 3), tokens)
+    for mode in MaskMode:
+        got = worker.build_verify(foreign, bonus, seq_lens, mask_mode=mode)
+        as_chain = build_verify_tree(cfg, chain, bonus, seq_lens, mask_mode=mode)
+        assert all(torch.equal(a, b) for a, b in zip(got, as_chain, strict=True)), mode
+    own = build_verify_tree(cfg, foreign, bonus, seq_lens)
+    assert own.retrieve_next_token.tolist() == [[1, -1, -1, -1]] * 2
+    assert (
+        worker.build_verify(foreign, bonus, seq_lens).retrieve_next_token.tolist()
+        == [[1, 2, 3, -1]] * 2
+    )
+
+
 @pytest.mark.parametrize("name", FULL_EDGE_CASES)
 def test_full_mask_drops_cells_outside_its_length(name):
     # Huge and negative seq_lens, wrong seq_lens_sum: a cell whose int64 offset is outside
