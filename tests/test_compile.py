@@ -109,6 +109,37 @@ def test_tree_path_compiles_once_over_the_batch_sweep(compiled_env, device):
     assert_no_graph_breaks()
 
 
+def test_a_layout_dtype_grad_mode_or_setting_compiles_one_more_graph_each(compiled_env):
+    # semantics.md §6: compiled graphs guard on strides, score dtype, grad mode and torch's
+    # guarded settings; each new one costs one graph (any bs), with eager's values.
+    cfg = DraftConfig(4, 3, 8)
+    w = DraftOrganizer(cfg, max_bs=MAX_BS, device="cpu")
+    gen = torch.Generator().manual_seed(4)
+
+    def graphs_after(dtype=torch.float32, wide=False):
+        for bs in (3, 5):
+            scores, tokens, parents = draft_lists(cfg, bs, gen, dtype=dtype)
+            if wide:  # each entry a slice of a wider buffer: same shape, other strides
+                scores = [torch.cat([s, s], dim=-1)[..., : s.shape[-1]] for s in scores]
+            lists = (scores, tokens, parents)
+            assert_trees_equal(w.organize_steps(*lists), organize_tree(cfg, *lists))
+        return graphs()
+
+    assert graphs_after() == 1
+    assert graphs_after(wide=True) == 2
+    assert graphs_after(dtype=torch.float64) == 3
+    with torch.no_grad():
+        assert graphs_after() == 4
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(not deterministic)
+    try:
+        assert graphs_after() == 5
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    assert graphs_after() == 5  # back under the first graph's guards
+    assert_no_graph_breaks()
+
+
 def test_compiling_leaves_the_host_configuration_alone(compiled_env):
     dynamo_before = torch._dynamo.config.get_config_copy()
     inductor_before = torch._inductor.config.get_config_copy()
