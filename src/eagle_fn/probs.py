@@ -56,10 +56,8 @@ def draw_uniforms(
     Args:
         bs: requests.
         num_draft_tokens: ``N``, nodes per request.
-        generator: the random source; when omitted, torch's default generator of ``device``
-            (``torch.manual_seed`` seeds it).
-        device: where to draw; when omitted, the generator's device (the CPU without a
-            generator, whatever torch's default device).
+        generator: the random source; when omitted, torch's default one for ``device``.
+        device: where to draw; when omitted, the generator's device, else the CPU.
 
     Shapes: -> ``uniforms [bs, N]``, ``final_uniforms [bs]``.
 
