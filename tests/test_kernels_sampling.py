@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig, VerifyTree, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
-from eagle_fn.profiling import count_kernels
+from eagle_fn.profiling import OpCounter, count_kernels
 from helpers.asserts import assert_trees_equal, on
 from helpers.kernel_support import guarded_outputs, without_interpreter
 from helpers.layouts import aliased_fields, call_untouched, layout_cases
@@ -637,6 +637,49 @@ def op_args(chain):
 def test_opcheck(chain):
     _, _, args = op_args(chain)
     torch.library.opcheck(ksampling.VERIFY_SAMPLING, args)
+
+
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_each_public_call_dispatches_one_op(chain):
+    # The arrival counters' fill runs inside the op body: callers see one op (docs/kernels.md).
+    cfg, vt, args = op_args(chain)
+    q, p, u, final = args[4:8]
+    with OpCounter() as counter:
+        ksampling.verify_sampling(cfg, vt, q, u, final, draft_probs=p if chain else None)
+    assert dict(counter.ops) == {"eagle_fn.verify_sampling.default": 1}
+
+
+@pytest.mark.parametrize(
+    ("bs", "vocab", "block", "parts", "chunks"),
+    [(32, 128256, 4096, 16, 1), (256, 128256, 4096, 2, 8), (3, 10, 16, 1, 1)],
+)
+def test_default_launch_shape(bs, vocab, block, parts, chunks):
+    # docs/sampling.md: blocks of 4096 entries; bs 32 at V 128256 gets 16 programs a request,
+    # one chunk of two blocks each; bs 256 two a request, 8 chunks each.
+    assert (ksampling.SPLIT, ksampling.BLOCKS_PER_PROGRAM, ksampling.PROGRAMS) == (True, 2, 512)
+    got = ksampling._launch_shape(bs, vocab)
+    assert (got[0], got[3], got[4]) == (block, parts, chunks)
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["single", "split"])
+def test_one_launch_of_a_program_per_part(monkeypatch, split):
+    # One launch per call, bs * parts programs; split, the arrival counters start at 0.
+    launches = []
+    launch = ksampling.launch
+
+    def recording(programs, *args, **options):
+        launches.append((programs, args[12].clone() if options["SPLIT"] else None))
+        launch(programs, *args, **options)
+
+    monkeypatch.setattr(ksampling, "launch", recording)
+    monkeypatch.setattr(ksampling, "SPLIT", split)
+    monkeypatch.setattr(ksampling, "BLOCK_V", 4)  # V 10: 3 blocks, 2 chunks of 2
+    cfg, vt, args = op_args(False)
+    ksampling.verify_sampling(cfg, vt, *args[4:5], *args[6:8])
+    ((programs, arrivals),) = launches
+    assert programs == (3 * 2 if split else 3)
+    if split:
+        assert torch.equal(arrivals, torch.zeros(3, dtype=torch.int32, device=DEVICE))
 
 
 @pytest.mark.compiled
