@@ -460,3 +460,27 @@ def test_parent_lookup_never_crosses_into_the_next_request():
     assert torch.equal(vt.retrieve_next_token[1], alone.retrieve_next_token[0])
     assert torch.equal(vt.retrieve_next_sibling[1], alone.retrieve_next_sibling[0])
     assert is_valid_tree(MALFORMED_CFG, tree).tolist() == [False, False]
+
+
+def test_general_qlen_build_runs_84_aten_ops():
+    # docs/performance.md: the general verify build at k 4, S 4, N 16 (eager, QLEN).
+    cfg = DraftConfig(4, 4, 16)
+    tree = organize_tree(cfg, *draft_lists(cfg, 2, torch.Generator().manual_seed(0)))
+    with OpCounter() as counter:
+        build_verify_tree(cfg, tree, torch.tensor([1, 2]), torch.tensor([3, 4]))
+    assert counter.total == 84
+
+
+@pytest.mark.parametrize(("given", "ops"), [(True, 18), (False, 20)])
+def test_chain_full_build_lays_out_the_prefixes(given, ops):
+    # docs/performance.md: a FULL chain build runs 18 ATen ops given seq_lens_sum; deriving
+    # it adds a sum and its host read.
+    worker = DraftOrganizer(DraftConfig.chain(5), max_bs=8, device="cpu", compile=False)
+    tree = worker.organize(*multilayer(5, 8, torch.Generator().manual_seed(0)))
+    args = (tree, torch.zeros(8, dtype=I64), torch.arange(8))
+    options = {"mask_mode": MaskMode.FULL, "seq_lens_sum": 28 if given else None}
+    worker.build_verify(*args, **options)  # warm: constants are built on first use
+    with OpCounter() as counter:
+        worker.build_verify(*args, **options)
+    assert counter.total == ops
+    assert ("aten._local_scalar_dense.default" in counter.ops) is not given

@@ -416,3 +416,20 @@ def test_organize_chain_bad_inputs(args, error, match):
 def test_organize_multilayer_bad_inputs(args, error, match):
     with pytest.raises(error, match=match):
         organize_multilayer(*args)
+
+
+def test_organize_tree_runs_8_aten_ops():
+    # docs/performance.md: the NaN/tie-safe selection runs 8 ATen ops at k 4, S 4, N 16, two
+    # elementwise passes (addcmul, fmax) and a second topk more than cat/topk/sort/gather.
+    cfg = DraftConfig(4, 4, 16)
+    lists = draft_lists(cfg, 2, torch.Generator().manual_seed(0))
+    organize_tree(cfg, *lists)  # warm: the ranking keys' constants are built on first use
+    with OpCounter() as counter:
+        organize_tree(cfg, *lists)
+    assert dict(counter.ops) == {
+        "aten.cat.default": 3,
+        "aten.addcmul.default": 1,
+        "aten.fmax.default": 1,
+        "aten.topk.default": 2,
+        "aten.gather.default": 1,
+    }

@@ -19,6 +19,7 @@ from eagle_fn import (
     verify_sampling,
 )
 from eagle_fn.probs import Uniforms, sample_from_row
+from eagle_fn.profiling import OpCounter
 from eagle_fn.sampling import child_lists
 from helpers import sampling_reference as reference
 from helpers.asserts import assert_matches, assert_verdict_equals
@@ -1013,3 +1014,15 @@ def test_a_callers_dynamic_graph_serves_every_batch_size(fresh_dynamo, chain):
         for got, want in zip(compiled(*inputs), step(*inputs), strict=True):
             assert torch.equal(got, want)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+
+
+def test_torch_function_runs_171_aten_ops():
+    # docs/performance.md: 171 ATen ops at k 4, S 4, N 16 (V 32000 there; V does not matter).
+    gen = torch.Generator().manual_seed(0)
+    cfg = DraftConfig(4, 4, 16)
+    vt = organized_tree(cfg, 2, gen, 50)
+    q = target_rows(vt, 50, gen, "smooth")
+    u = coins(2, 16, gen, "uniform")
+    with OpCounter() as counter:
+        verify_sampling(cfg, vt, q, *u)
+    assert counter.total == 171

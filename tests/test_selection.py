@@ -4,6 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig, DraftStep, select_top_k
+from eagle_fn.profiling import OpCounter
 from helpers import reference
 from helpers.asserts import assert_matches
 from helpers.drafts import KINDS, configs, step_inputs
@@ -190,3 +191,24 @@ P1, I1, S1 = torch.rand(6, 2), torch.zeros(6, 2, dtype=I64), torch.rand(3, 2)
 def test_bad_inputs(args, error, match):
     with pytest.raises(error, match=match):
         select_top_k(*args)
+
+
+def test_aten_ops_per_step():
+    # docs/kernels.md, docs/performance.md: step 0 runs 4 ATen ops (two aranges, the clone of
+    # repeat_interleave, a repeat); a later step 11, the engines' select 7.
+    cfg = DraftConfig(4, 4, 16)
+    gen = torch.Generator().manual_seed(0)
+    first = step_inputs(cfg, 0, 2, gen)[:2]
+    with OpCounter() as counter:
+        select_top_k(cfg, 0, *first)
+    assert dict(counter.ops) == {
+        "aten.arange.default": 1,
+        "aten.arange.start": 1,
+        "aten.clone.default": 1,
+        "aten.repeat.default": 1,
+    }
+    later = step_inputs(cfg, 1, 2, gen)
+    select_top_k(cfg, 1, *later)  # warm: the ranking keys' constants are built on first use
+    with OpCounter() as counter:
+        select_top_k(cfg, 1, *later)
+    assert counter.total == 11

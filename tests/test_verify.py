@@ -13,6 +13,7 @@ from eagle_fn import (
     organize_tree,
     verify_greedy,
 )
+from eagle_fn.profiling import OpCounter
 from helpers import reference
 from helpers.asserts import assert_verdict_equals, on
 from helpers.drafts import SEEDS, draft_configs, draft_lists, organized_args
@@ -216,3 +217,18 @@ TARGET = torch.zeros(16, dtype=I64)
 def test_bad_inputs(args, error, match):
     with pytest.raises(error, match=match):
         verify_greedy(*args)
+
+
+@pytest.mark.parametrize(
+    ("cfg", "ops"), [(DraftConfig(4, 4, 16), 215), (DraftConfig.chain(5), 238)]
+)
+def test_aten_ops_per_call(cfg, ops):
+    # docs/performance.md: 215 ATen ops at k 4, S 4, N 16 and 238 on a chain of S 5, whatever
+    # the batch or the values (no Python branch on tensor values).
+    gen = torch.Generator().manual_seed(0)
+    tree = organize_tree(cfg, *draft_lists(cfg, 2, gen))
+    vt = build_verify_tree(cfg, tree, torch.tensor([1, 2]), torch.tensor([3, 4]))
+    target = torch.randint(0, 3, (2 * cfg.num_draft_tokens,), generator=gen)
+    with OpCounter() as counter:
+        verify_greedy(cfg, vt, target)
+    assert counter.total == ops
