@@ -14,6 +14,7 @@ from torch._dynamo.utils import counters
 from helpers.drafts import KINDS, configs, draft_lists, multilayer, step_inputs
 from eagle_fn import DraftConfig, DraftOrganizer, _compile, kernels, organize_tree, select_top_k
 from eagle_fn.kernels import _slots
+from eagle_fn.kernels._ops import launcher
 from eagle_fn.kernels import organize as kernel_organize
 from eagle_fn.kernels import selection as kernel_selection
 from eagle_fn.profiling import OpCounter
@@ -25,6 +26,7 @@ from helpers.kernel_support import (
     KERNEL_DEVICE,
     KERNEL_DEVICES,
     SCORE_DTYPES,
+    NoLaunch,
     hard_scores,
     resolved,
 )
@@ -520,6 +522,30 @@ def op_cases(device):
 def test_opcheck_every_op(device):
     for op, args in op_cases(device):
         torch.library.opcheck(op, args)
+
+
+def test_empty_batch_launches_nothing(device, monkeypatch):
+    # docs/kernels.md: a batch of 0 launches nothing; the op returns its empty outputs.
+    cfg = DraftConfig(4, 3, 8)
+    for name in ("launch_first", "launch_next"):
+        monkeypatch.setattr(kernel_selection, name, launcher(NoLaunch()))
+    monkeypatch.setattr(kernel_organize, "launch", launcher(NoLaunch()))
+    gen = torch.Generator().manual_seed(0)
+    for bs, stopped in ((0, False), (1, True)):  # one request: the control, stopped
+        lists = draft_lists(cfg, bs, gen, device=device)
+        first = step_inputs(cfg, 0, bs, gen, device=device)[:2]
+        later = step_inputs(cfg, 1, bs, gen, device=device)
+        calls = [
+            (kernels.organize_tree, organize_tree, (cfg, *lists)),
+            (kernels.select_top_k, select_top_k, (cfg, 0, *first)),
+            (kernels.select_top_k, select_top_k, (cfg, 1, *later)),
+        ]
+        for fused, torch_function, args in calls:
+            if stopped:
+                with pytest.raises(AssertionError, match=r"launched on grid \(1,\)"):
+                    fused(*args)
+            else:
+                assert_trees_equal(fused(*args), torch_function(*args))
 
 
 def test_each_public_call_dispatches_one_op(device):

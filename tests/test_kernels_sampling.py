@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig, VerifyTree, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
+from eagle_fn.kernels._ops import launcher
 from eagle_fn.profiling import OpCounter, count_kernels
 from helpers.asserts import assert_trees_equal, on
-from helpers.kernel_support import guarded_outputs, without_interpreter
+from helpers.kernel_support import NoLaunch, guarded_outputs, without_interpreter
 from helpers.layouts import aliased_fields, call_untouched, layout_cases
 from helpers.profiles import examples
 from helpers.sampling_cases import EDGE_CASES, WIDE_CFG, WIDE_VT
@@ -659,6 +660,28 @@ def test_default_launch_shape(bs, vocab, block, parts, chunks):
     assert (ksampling.SPLIT, ksampling.BLOCKS_PER_PROGRAM, ksampling.PROGRAMS) == (True, 2, 512)
     got = ksampling._launch_shape(bs, vocab)
     assert (got[0], got[3], got[4]) == (block, parts, chunks)
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["single", "split"])
+def test_empty_batch_launches_nothing(monkeypatch, split):
+    # docs/kernels.md: a batch of 0 launches nothing; the op returns its empty outputs.
+    monkeypatch.setattr(ksampling, "launch", launcher(NoLaunch()))
+    monkeypatch.setattr(ksampling, "SPLIT", split)
+    gen = torch.Generator().manual_seed(0)
+    for chain, cfg in ((False, DraftConfig(2, 3, 6)), (True, DraftConfig.chain(3))):
+        n = cfg.num_draft_tokens
+        for bs in (0, 1):  # one request: the control, stopped
+            vt = organized_tree(cfg, bs, gen, 10)
+            q = target_rows(vt, 10, gen, "smooth").view(bs * n, 10)
+            u, final = coins(bs, n, gen, "uniform")
+            draft = q if chain else None
+            if bs:
+                moved = (on(vt, DEVICE), *(t.to(DEVICE) for t in (q, u, final)))
+                draft = None if draft is None else draft.to(DEVICE)
+                with pytest.raises(AssertionError, match=r"launched on grid \(\d+,\)"):
+                    ksampling.verify_sampling(cfg, *moved, draft_probs=draft)
+            else:
+                check(cfg, vt, q, u, final, draft_probs=draft)
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["single", "split"])

@@ -38,6 +38,7 @@ from helpers.profiles import examples
 from helpers.kernel_support import (
     KERNEL_DEVICE,
     KERNEL_DEVICES,
+    NoLaunch,
     guarded_outputs,
     resolved,
     without_interpreter,
@@ -404,13 +405,6 @@ def test_greedy_reads_one_engine_buffer(cfg, bs, device):
         got = call_untouched(verify, views, cfg, strided, views[4])
         assert_trees_equal(got, want)
         assert not aliased_fields(got, views)
-
-
-class NoLaunch:
-    """Stands in for a kernel: launching it (``kernel[grid]``) fails the test."""
-
-    def __getitem__(self, grid):
-        raise AssertionError(f"a kernel was launched on grid {grid}")
 
 
 def batch_of_zeros(cfg, bs, device):

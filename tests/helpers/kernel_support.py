@@ -120,6 +120,13 @@ def hard_scores(draw_choice, width, dtype, *, start=0, signed=True, inf=True):
     return row
 
 
+class NoLaunch:
+    """Stands in for a kernel: launching it (``kernel[grid]``) fails the test."""
+
+    def __getitem__(self, grid):
+        raise AssertionError(f"a kernel was launched on grid {grid}")
+
+
 def without_interpreter(script):
     """Runs ``script`` in a Python process without TRITON_INTERPRET, so that the kernels are
     real Triton JIT functions, on this process's import path; returns its stdout."""
