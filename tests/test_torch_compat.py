@@ -82,6 +82,26 @@ def test_detected_features_are_what_torch_offers():
     assert features.spec_keyword is not None or features.mark_unbacked
 
 
+# docs/torch-versions.md's table: (spec_keyword, isolate_recompiles, mark_unbacked with a
+# shape_id, its min/max) per tested release. The test reads the version; eagle_fn never does.
+DETECTED = {
+    "2.11": (None, False, True, False),
+    "2.12": (None, False, True, True),
+    "2.13": ("shapes_spec", True, True, True),
+    "2.14": ("dynamic_shapes", True, True, True),
+    "2.15": ("dynamic_shapes", True, True, True),
+}
+
+
+def test_each_tested_release_is_detected_as_documented():
+    release = ".".join(torch.__version__.split(".")[:2])
+    if release not in DETECTED:
+        pytest.skip(f"torch {torch.__version__} is not in docs/torch-versions.md's table")
+    mark = torch._dynamo.decorators.mark_unbacked
+    bounds = {"min", "max"} <= set(inspect.signature(mark).parameters)
+    assert (*_compile.torch_features(), bounds) == DETECTED[release]
+
+
 @pytest.mark.parametrize("features", FEATURES)
 def test_every_path_compiles_once_over_the_batch_sweep(fresh_dynamo, features):
     chain, tree_cfg = DraftConfig.chain(3), DraftConfig(2, 3, 5)
