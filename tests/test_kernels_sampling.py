@@ -655,9 +655,10 @@ def test_each_public_call_dispatches_one_op(chain):
     [(32, 128256, 4096, 16, 1), (256, 128256, 4096, 2, 8), (3, 10, 16, 1, 1)],
 )
 def test_default_launch_shape(bs, vocab, block, parts, chunks):
-    # docs/sampling.md: blocks of 4096 entries; bs 32 at V 128256 gets 16 programs a request,
-    # one chunk of two blocks each; bs 256 two a request, 8 chunks each.
-    assert (ksampling.SPLIT, ksampling.BLOCKS_PER_PROGRAM, ksampling.PROGRAMS) == (True, 2, 512)
+    # docs/sampling.md: blocks of 4096 entries; bs 32 at V 128256 gets 16 programs of 8 warps
+    # a request, one chunk of two blocks each; bs 256 two a request, 8 chunks each.
+    knobs = ksampling.SPLIT, ksampling.BLOCKS_PER_PROGRAM, ksampling.PROGRAMS, ksampling.NUM_WARPS
+    assert knobs == (True, 2, 512, 8)
     got = ksampling._launch_shape(bs, vocab)
     assert (got[0], got[3], got[4]) == (block, parts, chunks)
 
