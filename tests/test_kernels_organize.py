@@ -293,6 +293,18 @@ def test_organize_launch_takes_38_arguments(monkeypatch):
     assert sum(a is None for a in positional) == 13  # 4 + 4 + 5 unused slots
 
 
+@pytest.mark.parametrize(("steps", "cats"), [(8, 0), (9, 2), (10, 3)])
+def test_more_steps_than_slots_cost_a_cat_per_longer_list(monkeypatch, steps, cats):
+    # docs/kernels.md: a list of more than 8 entries is passed with its tail concatenated into
+    # the last slot; the parents pass parents_list[:-1], one entry fewer.
+    monkeypatch.setattr(kernel_organize, "launch", lambda *a, **k: None)
+    cfg = DraftConfig(2, steps, steps + 2)
+    lists = [list(entries) for entries in draft_lists(cfg, 2, torch.Generator().manual_seed(0))]
+    with OpCounter() as counter:  # the op body itself: through the op, its ops are hidden
+        kernel_organize._organize_tree(*lists, cfg.topk, cfg.num_draft_tokens)
+    assert counter.ops["aten.cat.default"] == cats
+
+
 def test_organize_reads_strided_inputs(device):
     cfg = DraftConfig(3, 3, 8)
     gen = torch.Generator().manual_seed(3)
