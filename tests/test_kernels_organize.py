@@ -288,6 +288,7 @@ def test_organize_launch_takes_38_arguments(monkeypatch):
     gen = torch.Generator().manual_seed(0)
     kernels.organize_tree(cfg, *draft_lists(cfg, 2, gen, device=KERNEL_DEVICE))
     ((args, options),) = launches
+    assert args[0] == 2  # programs: one per request
     positional = args[1:]  # after the grid
     assert len(positional) + len(options) == 38
     assert sum(a is None for a in positional) == 13  # 4 + 4 + 5 unused slots
