@@ -19,7 +19,7 @@ from eagle_fn import (
 )
 from eagle_fn.profiling import OpCounter
 from helpers import reference
-from helpers.asserts import assert_layout_equals, assert_verdict_equals
+from helpers.asserts import assert_layout_equals, assert_trees_equal, assert_verdict_equals
 from helpers.drafts import SEEDS, draft_configs, draft_lists, multilayer, organized_args
 from helpers.trees import (
     BITPACKED_DTYPES,
@@ -200,10 +200,10 @@ def test_other_modes_neither_read_nor_check_seq_lens_sum(mode, seq_lens_sum):
     args = (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
     expected = build_verify_tree(*args, mask_mode=mode)
     got = build_verify_tree(*args, mask_mode=mode, seq_lens_sum=seq_lens_sum)
-    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    assert_trees_equal(got, expected)
     worker = DraftOrganizer(SPEC_CFG, max_bs=4, device="cpu", compile=False)
     via_worker = worker.build_verify(*args[1:], mask_mode=mode, seq_lens_sum=seq_lens_sum)
-    assert all(torch.equal(a, b) for a, b in zip(via_worker, expected, strict=True))
+    assert_trees_equal(via_worker, expected)
 
 
 def test_a_chain_worker_lays_out_a_foreign_chain_tree_as_its_own_chain():
@@ -219,7 +219,7 @@ def test_a_chain_worker_lays_out_a_foreign_chain_tree_as_its_own_chain():
     for mode in MaskMode:
         got = worker.build_verify(foreign, bonus, seq_lens, mask_mode=mode)
         as_chain = build_verify_tree(cfg, chain, bonus, seq_lens, mask_mode=mode)
-        assert all(torch.equal(a, b) for a, b in zip(got, as_chain, strict=True)), mode
+        assert_trees_equal(got, as_chain)
     own = build_verify_tree(cfg, foreign, bonus, seq_lens)
     assert own.retrieve_next_token.tolist() == [[1, -1, -1, -1]] * 2
     assert (
