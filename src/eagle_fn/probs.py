@@ -54,8 +54,7 @@ def draw_uniforms(
     Call it eagerly, before a compiled region: dynamo cannot trace a generator (docs/sampling.md).
 
     Args:
-        bs: requests.
-        num_draft_tokens: ``N``, nodes per request.
+        bs, num_draft_tokens: the requests, and ``N``, the nodes per request.
         generator: the random source; when omitted, torch's default one for ``device``.
         device: where to draw; when omitted, the generator's device, else the CPU.
 
@@ -76,9 +75,8 @@ def draw_uniforms(
     # Fresh strides: at bs 1 contiguous() would keep the [1, N + 1] buffer's, and a graph
     # compiled with an unbacked bs guards on strides (one more graph for bs 1).
     fresh = torch.contiguous_format
-    return Uniforms(
-        coins[:, :-1].clone(memory_format=fresh), coins[:, -1].clone(memory_format=fresh)
-    )
+    uniforms, final = coins[:, :-1], coins[:, -1]  # [bs, N], [bs]
+    return Uniforms(uniforms.clone(memory_format=fresh), final.clone(memory_format=fresh))
 
 
 def _check_coins(

@@ -53,15 +53,14 @@ def verify_sampling(
 ) -> GreedyVerdict:
     """Accepts drafts so that the emitted tokens follow the target (docs/semantics.md §9).
 
-    Target-only (SGLang's) for any tree, rejection sampling against ``draft_probs`` for
-    chains; lossless with thresholds at 1. Coins in ``[0, 1)`` (unchecked): docs/sampling.md.
+    Target-only (SGLang's) for trees, rejection sampling on ``draft_probs`` for chains.
 
     Args:
         cfg, verify_tree: the draft configuration and its :func:`~eagle_fn.build_verify_tree`.
         target_probs, uniforms, final_uniforms: row ``j`` is the target's distribution after
-            node ``j``; the coins among node ``j``'s children, and the final one.
+            node ``j``; the coins (in ``[0, 1)``, unchecked) at node ``j``, and the final one.
         threshold_single, threshold_acc: accept if ``q >= single`` or ``coin <= acc / acc_t``
-            (both rounded to float32 first, as SGLang's kernel takes them).
+            (both rounded to float32 first, as SGLang's kernel takes them); lossless at 1.
         draft_probs: row ``j`` is the draft's distribution that drew node ``j + 1``; its token
             ``x`` is accepted if ``q(x) > 0`` and ``coin * p(x) <= q(x)``.
 
@@ -73,8 +72,7 @@ def verify_sampling(
         >>> tree = DraftTree(t([[-1, 0]]), t([[0, 1]]), t([[1, 2]]))
         >>> vt = build_verify_tree(cfg, tree, t([0]), t([3]))
         >>> q = t([[0.1, 0.6, 0.2, 0.1], [0.5, 0.0, 0.3, 0.2], [0.0, 0.0, 0.0, 1.0]])
-        >>> # Coin .5 <= q(1) = .6 accepts node 1; .4 > q(2) = .3 rejects node 2; the final coin
-        >>> # .8 lands at index 3 of [.5, 0, 0, .2] (token 2 removed).
+        >>> # .5 <= q(1) = .6 accepts 1, .4 > q(2) = .3 rejects 2, .8 picks 3 of [.5, 0, 0, .2]
         >>> v = verify_sampling(cfg, vt, q, t([[0.5, 0.4, 0.9]]), t([0.8]))
         >>> v.accept_index.tolist(), v.num_accepted.tolist(), v.predicts.tolist()
         ([[0, 1, -1]], [1], [1, 3, 0])

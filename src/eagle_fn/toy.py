@@ -136,13 +136,11 @@ def speculative_generate(
 ) -> Generation:
     """Speculative decoding from the public functions only, greedy or sampled.
 
-    Each round drafts, organizes with a :class:`DraftOrganizer`, lays out the verify tree,
-    runs the target on every node and keeps what verification accepts: with the float
-    ``temperature=0`` :func:`verify_greedy` (the output equals :func:`greedy_generate`'s), else
-    (a float, or ``[bs]``) :func:`verify_sampling`, coins from ``generator`` (the output
-    follows :func:`sample_generate`'s distribution). A float must be finite and >= 0; a
-    tensor's entries go unchecked (that would sync): those <= 0 decode greedily, as in
-    :func:`target_probs_from_logits`.
+    Each round drafts, organizes with a :class:`DraftOrganizer`, lays out the verify tree, runs
+    the target on every node and keeps what :func:`verify_greedy` accepts at the float
+    ``temperature=0`` (the output equals :func:`greedy_generate`'s), else :func:`verify_sampling`
+    with coins from ``generator`` (distributed as :func:`sample_generate`'s output). A float
+    must be finite and >= 0; a ``[bs]`` tensor goes unchecked (a sync), rows <= 0 greedy.
 
     Shapes: ``prompts [bs, >= 2]`` int64 -> ``tokens [bs, max_new_tokens]``.
     """

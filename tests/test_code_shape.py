@@ -1,0 +1,131 @@
+"""Issue 9's figures for the source tree, kept from drifting back: module and function sizes,
+shape comments, validation lines, private names and the import graph (docs/design.md)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "eagle_fn"
+MODULES = sorted(SRC.rglob("*.py"))
+
+
+def script(name: str) -> ModuleType:
+    """One of ``scripts/``, which is not a package, loaded from its file."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dotted(path: Path) -> str:
+    """``src/eagle_fn/kernels/_ops.py`` -> ``eagle_fn.kernels._ops``."""
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_imports(path: Path) -> set[str]:
+    """The eagle_fn modules ``path`` imports at module level (``from . import x`` included)."""
+    here = dotted(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    known = {dotted(p) for p in MODULES}
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - node.level + 1]
+            stem = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            found |= {
+                f"{stem}.{a.name}" if f"{stem}.{a.name}" in known else stem for a in node.names
+            }
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eagle_fn"):
+            found.add(node.module or "")
+    return {name for name in found if name in known and name != dotted(path)}
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
+def test_no_module_is_over_300_lines(path):
+    assert len(path.read_text().splitlines()) <= 300
+
+
+def test_the_worker_is_at_most_100_lines():
+    assert len((SRC / "worker.py").read_text().splitlines()) <= 100
+
+
+def test_the_report_is_at_most_250_lines():
+    assert len((ROOT / "bench" / "report.py").read_text().splitlines()) <= 250
+
+
+def test_no_function_is_over_40_lines_with_its_docstring():
+    lengths, _, _ = script("code_figures").measure(SRC)
+    assert [(whole, where) for _, whole, where in lengths if whole > 40] == []
+
+
+def test_most_tensor_producing_statements_carry_a_shape_comment():
+    _, commented, missing = script("code_figures").measure(SRC)
+    assert commented >= 0.6 * (commented + len(missing))
+
+
+def test_validation_is_at_most_half_of_0_1_0s():
+    """0.1.0 validated in about 320 lines of function bodies; the same entry points now
+    take at most half of that."""
+    pieces = script("validation_lines").counted(str(SRC))
+    same = [
+        n
+        for group, _, kind, _, n in pieces
+        if (group, kind) == ("same entry points", "function bodies")
+    ]
+    assert 0 < sum(same) <= 160
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
+def test_no_private_name_crosses_a_module(path):
+    """No ``from .x import _name`` of a function or value, and no ``x._name`` of an
+    eagle_fn module; private modules (``_ops``) may be imported whole."""
+    tree = ast.parse(path.read_text())
+    modules = {dotted(p).rsplit(".", 1)[-1] for p in MODULES}
+    crossing = [
+        f"from {node.module} import {alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level
+        for alias in node.names
+        if alias.name.startswith("_") and alias.name not in modules
+    ]
+    imported = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level
+        for alias in node.names
+        if alias.name in modules
+    }
+    crossing += [
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and isinstance(node.value, ast.Name)
+        and node.value.id in imported
+    ]
+    assert crossing == []
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = {dotted(p): package_imports(p) for p in MODULES}
+    done: set[str] = set()
+
+    def visit(name: str, trail: tuple[str, ...]) -> None:
+        assert name not in trail, " -> ".join([*trail, name])
+        if name not in done:
+            for child in sorted(graph[name]):
+                visit(child, (*trail, name))
+            done.add(name)
+
+    for name in sorted(graph):
+        visit(name, ())
