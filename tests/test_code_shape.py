@@ -8,8 +8,6 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "eagle_fn"
 MODULES = sorted(SRC.rglob("*.py"))
@@ -49,17 +47,21 @@ def package_imports(path: Path) -> set[str]:
     return {name for name in found if name in known and name != dotted(path)}
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
-def test_no_module_is_over_300_lines(path):
-    assert len(path.read_text().splitlines()) <= 300
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_no_module_is_over_300_lines():
+    # One test over all modules: an id naming kernels/ would mark it for the GPU run.
+    assert [(str(p.relative_to(SRC)), lines(p)) for p in MODULES if lines(p) > 300] == []
 
 
 def test_the_worker_is_at_most_100_lines():
-    assert len((SRC / "worker.py").read_text().splitlines()) <= 100
+    assert lines(SRC / "worker.py") <= 100
 
 
 def test_the_report_is_at_most_250_lines():
-    assert len((ROOT / "bench" / "report.py").read_text().splitlines()) <= 250
+    assert lines(ROOT / "bench" / "report.py") <= 250
 
 
 def test_no_function_is_over_40_lines_with_its_docstring():
@@ -84,10 +86,9 @@ def test_validation_is_at_most_half_of_0_1_0s():
     assert 0 < sum(same) <= 160
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
-def test_no_private_name_crosses_a_module(path):
-    """No ``from .x import _name`` of a function or value, and no ``x._name`` of an
-    eagle_fn module; private modules (``_ops``) may be imported whole."""
+def private_crossings(path: Path) -> list[str]:
+    """``from .x import _name`` of a function or value, and ``x._name`` of an eagle_fn
+    module, in ``path``; private modules (``_ops``) may be imported whole."""
     tree = ast.parse(path.read_text())
     modules = {dotted(p).rsplit(".", 1)[-1] for p in MODULES}
     crossing = [
@@ -113,7 +114,13 @@ def test_no_private_name_crosses_a_module(path):
         and isinstance(node.value, ast.Name)
         and node.value.id in imported
     ]
-    assert crossing == []
+    return crossing
+
+
+def test_no_private_name_crosses_a_module():
+    assert {
+        str(p.relative_to(SRC)): private_crossings(p) for p in MODULES if private_crossings(p)
+    } == {}
 
 
 def test_the_import_graph_has_no_cycle():
