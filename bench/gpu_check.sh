@@ -3,6 +3,8 @@
 #
 #   PYTHONPATH=src bash bench/gpu_check.sh     # from the repository root; results in $OUT
 #
+# Carry .triton-cache with it where scripts/triton_cache.py made one at this commit
+# (docs/benchmarks.md): the test step then loads most kernels instead of compiling them.
 # Made for a machine with one GPU, torch, triton, pytest, hypothesis and pytest-benchmark
 # already installed, no network and nothing to install: it runs the source tree
 # (PYTHONPATH=src) and needs no matplotlib. Every step has a time limit, and a step that fails
@@ -27,6 +29,17 @@ PY=${PYTHON:-python}
 export PYTHONPATH=${PYTHONPATH:-src}
 export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 SUMMARY=$OUT/summary.txt
+# Kernels compiled ahead on a CPU (scripts/triton_cache.py), where the call carried them:
+# the tests' launches load those instead of compiling. The entry count before and after the
+# tests says how many were compiled here all the same (Inductor's kernels included).
+if [ -z "${TRITON_CACHE_DIR:-}" ] && [ -d .triton-cache ]; then
+    export TRITON_CACHE_DIR=$PWD/.triton-cache
+fi
+cache_entries() {
+    local dir=${TRITON_CACHE_DIR:-}
+    [ -n "$dir" ] || { echo "triton cache: none carried"; return; }
+    echo "triton cache $dir: $(find "$dir" -mindepth 1 -maxdepth 1 -type d | wc -l) entries $1"
+}
 
 # step NAME LOG SECONDS COMMAND...: runs COMMAND with a time limit, its output added to
 # $OUT/LOG. SIGINT first, so that pytest still writes its reports (the benchmark json too).
@@ -54,6 +67,13 @@ for name in ("triton", "pytest", "hypothesis", "pytest_benchmark", "eagle_fn", "
     except Exception as error:
         print(name, "NOT IMPORTABLE:", type(error).__name__, error)
 EOF
+    # Triton's key parts here, then those the carried cache was compiled under: they must match.
+    "$PY" scripts/triton_cache.py --step key 2>&1 | sed 's/^/here: /'
+    if [ -n "${TRITON_CACHE_DIR:-}" ]; then
+        sed 's/^/cache: /' "$TRITON_CACHE_DIR/key.txt" 2>&1
+        "$PY" scripts/triton_cache.py "$TRITON_CACHE_DIR" --step place 2>&1  # paths moved
+    fi
+    cache_entries "at the start"
 } >"$SUMMARY"
 
 # (a) The tests marked gpu (tests/conftest.py: those on CUDA tensors and those of the Triton
@@ -70,6 +90,7 @@ PARALLEL=()
 "$PY" -c "import pytest_timeout" 2>/dev/null && PARALLEL+=(--timeout=180)
 step tests_gpu tests.log 210 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
     -rfE --durations=15 -m gpu
+cache_entries "after the gpu tests" >>"$SUMMARY"
 step bench_checks tests.log 15 "$PY" -m pytest bench/test_gpu.py -q -p no:cacheprovider
 
 # The README's demo on the GPU: every section, the cost table with kernels per call.

@@ -1,0 +1,57 @@
+"""The parts of scripts/triton_cache.py that need no compiler: how a launch is written down and
+rebuilt, and how a moved cache is pointed at its new place."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("triton_cache", ROOT / "scripts" / "triton_cache.py")
+assert spec is not None
+assert spec.loader is not None
+triton_cache = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(triton_cache)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+@pytest.mark.parametrize("skip", [0, 1, 3])
+def test_a_tensor_comes_back_with_its_dtype_and_alignment(dtype, skip):
+    tensor = torch.zeros(8, dtype=dtype)[skip:]  # a view off the 16-byte grid unless skip is 0
+    written = json.loads(json.dumps(triton_cache.encode(tensor)))
+    rebuilt = triton_cache.decode(written)
+    assert rebuilt.dtype == dtype
+    assert rebuilt.data_ptr() % 16 == tensor.data_ptr() % 16
+
+
+@pytest.mark.parametrize("value", [None, True, 0, 1, 16, 2**40, 0.5, "x"])
+def test_other_arguments_come_back_as_they_are(value):
+    assert triton_cache.decode(json.loads(json.dumps(triton_cache.encode(value)))) == value
+
+
+def test_an_unknown_argument_is_refused():
+    with pytest.raises(TypeError, match="of type object cannot be recorded"):
+        triton_cache.encode(object())
+
+
+def test_place_points_a_moved_entry_at_its_files_and_prunes(tmp_path):
+    entry = tmp_path / "ABC"
+    entry.mkdir()
+    names = ("k.json", "k.cubin", "k.ptx", "k.ttir")
+    for name in names:
+        (entry / name).write_text(name)
+    old = {name: f"/elsewhere/cache/ABC/{name}" for name in names}
+    (entry / "__grp__k.json").write_text(json.dumps({"child_paths": old}))
+
+    triton_cache.place(tmp_path, keep=(".json", ".cubin"))
+
+    group = json.loads((entry / "__grp__k.json").read_text())["child_paths"]
+    kept = {name: str((entry / name).resolve()) for name in ("k.json", "k.cubin")}
+    assert group == kept
+    assert sorted(p.name for p in entry.iterdir()) == ["__grp__k.json", "k.cubin", "k.json"]
+    triton_cache.place(tmp_path)  # again, without pruning: nothing changes
+    assert json.loads((entry / "__grp__k.json").read_text())["child_paths"] == kept
