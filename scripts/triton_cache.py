@@ -13,7 +13,9 @@ source, the specialization and the options, none of which needs the GPU. So:
    ``OUT/launches.json``;
 2. ``compile`` (a separate process, without the interpreter) rebuilds each launch from CPU
    tensors of the same dtypes and alignments and compiles it as ``JITFunction.run`` would for
-   sm_90 (tests/helpers/kernel_aot.py), into ``OUT`` as a ``TRITON_CACHE_DIR``.
+   sm_90 (tests/helpers/kernel_aot.py), into ``OUT`` as a ``TRITON_CACHE_DIR``, with the
+   ahead-of-time variants (the benchmarks' shapes) besides; it keeps each entry's metadata
+   and cubin only.
 
 ``python scripts/triton_cache.py OUT`` does both. A key matches the GPU machine's only with
 the same Triton build: run it under the Python minor version and Triton release there (the
@@ -32,6 +34,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,25 +114,45 @@ def compile_all(out: Path) -> None:
     if hashed := get_cache_invalidating_env_vars():  # the GPU check sets none of them
         sys.exit(f"Triton hashes these into its keys; unset them first: {sorted(hashed)}")
 
-    launches = json.loads((out / LAUNCHES).read_text())
     done: set[str] = set()
     start = time.perf_counter()
-    for launch in launches:
-        module, name = launch["kernel"].split(":")
-        if not module.startswith("eagle_fn."):  # a test's own kernel: a few, cheap to compile
-            continue
-        kernel = getattr(importlib.import_module(module), name)
-        args = [decode(arg) for arg in launch["args"]]
-        kwargs = {key: decode(value) for key, value in launch["kwargs"].items()}
-        key = f"{launch['kernel']} {kernel_aot.specialization(kernel, args, kwargs)}"
-        if key not in done:
-            done.add(key)
-            kernel_aot.compile_for_hopper(kernel, args, kwargs)
+    for source, launches in (("the tests", recorded(out)), ("the AOT variants", aot_launches())):
+        count = len(done)
+        for kernel, args, kwargs in launches:
+            key = f"{kernel.fn.__module__}:{kernel.fn.__name__} "
+            key += kernel_aot.specialization(kernel, args, kwargs)
+            if key not in done:
+                done.add(key)
+                kernel_aot.compile_for_hopper(kernel, args, kwargs)
+        print(f"{len(done) - count} variants from {source}")
     seconds = time.perf_counter() - start
-    print(f"compiled {len(done)} variants of {len(launches)} launches for sm_90 in {seconds:.0f} s")
-    print(f"with Triton {triton.__version__} on Python {sys.version.split()[0]} into {out}")
+    print(f"compiled {len(done)} variants for sm_90 in {seconds:.0f} s, with Triton")
+    print(f"{triton.__version__} on Python {sys.version.split()[0]}, into {out}")
     (out / "key.txt").write_text(key_parts() + "\n")
     place(out, keep=(".json", ".cubin"))
+
+
+def recorded(out: Path) -> Iterator[tuple[Any, list[Any], dict[str, Any]]]:
+    """The launches ``record`` wrote, rebuilt; a test's own kernels (a few) left out."""
+    for launch in json.loads((out / LAUNCHES).read_text()):
+        module, name = launch["kernel"].split(":")
+        if module.startswith("eagle_fn."):
+            kernel = getattr(importlib.import_module(module), name)
+            kwargs = {key: decode(value) for key, value in launch["kwargs"].items()}
+            yield kernel, [decode(arg) for arg in launch["args"]], kwargs
+
+
+def aot_launches() -> Iterator[tuple[Any, Any, dict[str, Any]]]:
+    """tests/helpers/kernel_aot_variants.py's launches: every variant (the benchmarks' target
+    shapes in every dtype and mask mode) and each stage over its batch sizes (each way Triton
+    specializes a batch-dependent int), which the interpreted tests do not all reach."""
+    import kernel_aot_variants as variants
+
+    launchers = [launcher for _, launcher in variants.variants(everything=True)]
+    for bs in variants.BATCH_SIZES:
+        launchers += [launcher for _, launcher in variants.batch_launchers(bs)]
+    for launcher in launchers:
+        yield from variants.recorded_launches(launcher)
 
 
 def place(out: Path, keep: tuple[str, ...] | None = None) -> None:
