@@ -32,7 +32,7 @@ SUMMARY=$OUT/summary.txt
 # Kernels compiled ahead on a CPU (scripts/triton_cache.py), where the call carried them:
 # the tests' launches load those instead of compiling. The entry count before and after the
 # tests says how many were compiled here all the same (Inductor's kernels included).
-if [ -z "${TRITON_CACHE_DIR:-}" ] && [ -d .triton-cache ]; then
+if [ -d .triton-cache ]; then
     export TRITON_CACHE_DIR=$PWD/.triton-cache
 fi
 cache_entries() {
