@@ -6,6 +6,7 @@ whose kernel tests compile for real, to keep its short sessions for them.
 """
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,15 @@ def test_torch_finds_each_ops_kernel_for_its_cache_keys():
         "eagle_fn::verify_greedy: verify_greedy_kernel",
         "eagle_fn::verify_sampling: verify_sampling_kernel",
     ]
+
+
+@NOT_ON_A_GPU
+def test_registers_reads_ptxas_resources_for_each_variant():
+    # One variant's line: registers per thread and spill bytes, as ptxas -v reports them.
+    lines = run_kernel_aot("--registers", "-k", "organize k4 S4 N16 bs32 float32")
+    assert len(lines) == 1
+    assert re.fullmatch(
+        r"organize k4 S4 N16 bs32 float32 \(4 warps\): \d+ registers, "
+        r"spills \d+ B stored \d+ B loaded",
+        lines[0],
+    )

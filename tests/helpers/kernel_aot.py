@@ -1,6 +1,7 @@
 """Compiles every Triton kernel for a Hopper GPU (sm_90) with Triton's real compiler; no GPU.
 
-Run as a script: ``python tests/helpers/kernel_aot.py`` compiles the CI set, ``--all`` every variant.
+Run as a script: ``python tests/helpers/kernel_aot.py`` compiles the CI set, ``--all`` every variant;
+``--registers`` prints ptxas's registers and spills for each instead of the checks below.
 The script drops ``TRITON_INTERPRET``: the interpreter accepts Python the compiler rejects.
 
 Each variant calls a public kernel's own launch code (its torch function's ``*_args`` check,
@@ -112,12 +113,32 @@ def report(name, compiled):
     return f"{name}: " + " ".join(f"{key}={value}" for key, value in flags.items())
 
 
+def registers(compiled):
+    """``ptxas -v``'s resources for the PTX, for sm_90a: registers per thread, spill bytes."""
+    import subprocess
+    import tempfile
+
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
+        ptx.write(compiled.asm["ptx"])
+        ptx.flush()
+        command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", os.devnull]
+        out = subprocess.run(command, capture_output=True, text=True, check=True).stderr
+    used = re.search(r"Used (\d+) registers", out)
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)
+    assert used, out
+    assert spills, out
+    return f"{used[1]} registers, spills {spills[1]} B stored {spills[2]} B loaded"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="every variant, not the CI set")
     parser.add_argument("-k", default="", help="only variants whose name contains this")
     parser.add_argument("--batch-keys", action="store_true", help="compiles per batch size")
     parser.add_argument("--op-kernels", action="store_true", help="the kernels torch finds")
+    parser.add_argument("--registers", action="store_true", help="ptxas's registers, spills")
     options = parser.parse_args(argv)
     # Only here, never at import: pytest's --doctest-modules imports this file too, and the
     # kernel tests need the interpreter's kernels in their own process.
@@ -134,7 +155,11 @@ def main(argv=None):
             continue
         ((kernel, args, kwargs),) = variants.recorded_launches(launcher)  # one launch per call
         launched.add(kernel)
-        print(report(name, compile_for_hopper(kernel, args, kwargs)), flush=True)
+        compiled = compile_for_hopper(kernel, args, kwargs)
+        if options.registers:
+            print(f"{name} ({kwargs.get('num_warps', 4)} warps): {registers(compiled)}", flush=True)
+        else:
+            print(report(name, compiled), flush=True)
     missed = [k.fn.__name__ for k in variants.entry_kernels() if k not in launched]
     if missed and not options.k:
         sys.exit(f"kernels no variant launches: {missed}")
