@@ -6,7 +6,7 @@ Run from the repository root on a CUDA machine (``bench/gpu_check.sh`` does)::
 
 For each vocabulary of ``bench_sampling.py`` and each launch shape (split or single program
 per request, blocks per program, or per load of a single program, programs, block width,
-warps) it prints the CUDA-graph
+warps, register cap) it prints the CUDA-graph
 replay µs, whether the tokens equal the torch function's on the bench's inputs (smooth rows:
 a False can be a rounding tie at a block boundary, not a bug) and whether 20 repeated calls
 agree with the first (a race between a row's programs would break that).
@@ -22,33 +22,48 @@ from cases import TREE_TARGET
 from eagle_fn.kernels import sampling as kernel
 from gpu import graph_replay_us
 
-# SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS
+# SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS, MAXNREG
 SHAPES = [
-    (False, 1, 1, 4096, 8),
-    (False, 4, 1, 4096, 8),  # one launch, several blocks' loads in flight
-    (False, 4, 1, 4096, 16),
-    (False, 8, 1, 4096, 16),
-    (True, 2, 512, 4096, 8),
-    (True, 1, 1024, 4096, 8),
-    (True, 4, 256, 4096, 8),
-    (True, 2, 512, 4096, 4),
-    (True, 2, 1024, 2048, 8),
+    (False, 1, 1, 4096, 8, None),
+    (False, 4, 1, 4096, 8, None),  # one launch, several blocks' loads in flight
+    (False, 4, 1, 4096, 16, None),
+    (False, 8, 1, 4096, 16, None),
+    (True, 2, 512, 4096, 8, None),
+    (True, 1, 1024, 4096, 8, None),
+    (True, 4, 256, 4096, 8, None),
+    (True, 2, 512, 4096, 4, None),
+    (True, 2, 1024, 2048, 8, None),
+    # 128 registers a thread, where ptxas takes 220 (Triton 3.6) and spills nothing at 128:
+    # two 8-warp programs an SM instead of one (docs/kernels.md).
+    (False, 4, 1, 4096, 8, 128),
+    (True, 2, 512, 4096, 8, 128),
+    (True, 1, 1024, 4096, 8, 128),
+    (True, 2, 512, 4096, 4, 128),
 ]
+KNOBS = ("SPLIT", "BLOCKS_PER_PROGRAM", "PROGRAMS", "BLOCK_V", "NUM_WARPS", "MAXNREG")
+
+
+def set_shape(shape: tuple[object, ...]) -> None:
+    """Sets the kernel module's launch knobs to ``shape``, in ``KNOBS`` order."""
+    for name, value in zip(KNOBS, shape, strict=True):
+        setattr(kernel, name, value)
+
+
 REPEATS = 20
 
 
 def main() -> None:
     device = torch.device("cuda")
-    default = (kernel.SPLIT, kernel.BLOCKS_PER_PROGRAM, kernel.PROGRAMS, kernel.BLOCK_V,
-               kernel.NUM_WARPS)  # fmt: skip
-    print("| V | split | blocks/program | programs | BLOCK_V | warps | replay µs | equal | stable")
-    print("|---|---|---|---|---|---|---|---|---")
+    default = tuple(getattr(kernel, name) for name in KNOBS)
+    columns = ["V", "split", "blocks/program", "programs", "BLOCK_V", "warps", "maxnreg"]
+    columns += ["replay µs", "equal", "stable"]
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
     for vocab in VOCABS:
         args = (TREE_TARGET.config, *sampling_inputs(TREE_TARGET, vocab, device))
         want = eagle_fn.verify_sampling(*args)
         for shape in SHAPES:
-            (kernel.SPLIT, kernel.BLOCKS_PER_PROGRAM, kernel.PROGRAMS, kernel.BLOCK_V,
-             kernel.NUM_WARPS) = shape  # fmt: skip
+            set_shape(shape)
             got = kernel.verify_sampling(*args)
             equal = all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
             stable = all(
@@ -58,9 +73,8 @@ def main() -> None:
             )
             us = graph_replay_us(kernel.verify_sampling, args)
             cells = " | ".join(str(x) for x in shape)
-            print(f"| {vocab} | {cells} | {us:.2f} | {equal} | {stable}", flush=True)
-    (kernel.SPLIT, kernel.BLOCKS_PER_PROGRAM, kernel.PROGRAMS, kernel.BLOCK_V,
-     kernel.NUM_WARPS) = default  # fmt: skip
+            print(f"| {vocab} | {cells} | {us:.2f} | {equal} | {stable} |", flush=True)
+    set_shape(default)
 
 
 if __name__ == "__main__":

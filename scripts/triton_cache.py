@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,8 @@ def compile_all(out: Path) -> None:
 
     done: set[str] = set()
     start = time.perf_counter()
-    for source, launches in (("the tests", recorded(out)), ("the AOT variants", aot_launches())):
+    sources = {"the tests": recorded(out), "the AOT variants": aot_launches()}
+    for source, launches in {**sources, "the sampling sweep": sweep_launches()}.items():
         count = len(done)
         for kernel, args, kwargs in launches:
             key = f"{kernel.fn.__module__}:{kernel.fn.__name__} "
@@ -153,6 +155,29 @@ def aot_launches() -> Iterator[tuple[Any, Any, dict[str, Any]]]:
         launchers += [launcher for _, launcher in variants.batch_launchers(bs)]
     for launcher in launchers:
         yield from variants.recorded_launches(launcher)
+
+
+def sweep_launches() -> Iterator[tuple[Any, Any, dict[str, Any]]]:
+    """bench/sweep_sampling.py's launch shapes on its inputs (built on the CPU): a compile
+    each, which its step of the GPU check would otherwise pay."""
+    import kernel_aot_variants as variants
+    import torch
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import sweep_sampling as sweep
+    from eagle_fn import sampling
+    from eagle_fn.kernels import sampling as fused
+
+    default = tuple(getattr(fused, name) for name in sweep.KNOBS)
+    try:
+        for vocab in sweep.VOCABS:
+            inputs = sweep.sampling_inputs(sweep.TREE_TARGET, vocab, torch.device("cpu"))
+            args = sampling.sampling_args(sweep.TREE_TARGET.config, *inputs)
+            for shape in sweep.SHAPES:
+                sweep.set_shape(shape)
+                yield from variants.recorded_launches(partial(fused.sampling_core, *args))
+    finally:
+        sweep.set_shape(default)
 
 
 def place(out: Path, keep: tuple[str, ...] | None = None) -> None:

@@ -736,3 +736,18 @@ def test_a_callers_dynamic_graph_serves_every_batch_size(fresh_dynamo, chain):
         for a, b in zip(got, want, strict=True):
             torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+
+
+@pytest.mark.parametrize("cap", [128, 96])
+@SPLITS
+def test_a_register_cap_changes_no_value(cap, split):
+    # bench/sweep_sampling.py times MAXNREG: a cap below ptxas's choice (220 at 8 warps on
+    # sm_90) may spill, never change a token. A no-op under the interpreter; real on a GPU.
+    gen = torch.Generator().manual_seed(11)
+    cfg, vocab = DraftConfig(4, 4, 16), 3 * SMALL_BLOCK + 5
+    vt = organized_tree(cfg, 3, gen, vocab)
+    q = target_rows(vt, vocab, gen, "agree")
+    u, final = coins(3, 16, gen, "grid")
+    with launch_shape(SMALL_BLOCK, split), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ksampling, "MAXNREG", cap)
+        check(cfg, vt, q, u, final)

@@ -38,6 +38,9 @@ from .greedy import empty_verdict
 # Launch knobs, read at each call; bench/sweep_sampling.py times them (docs/performance.md).
 BLOCK_V = 4096  # vocabulary entries per block of the final row
 NUM_WARPS = 8
+# A cap on registers per thread (ptxas's maxnreg), or None for ptxas's choice: 220 at
+# NUM_WARPS 8 (Triton 3.6, sm_90) leaves room for one program per SM (docs/kernels.md).
+MAXNREG: int | None = None
 # Several programs per request (the last to finish draws), so that a small batch still
 # spreads over the GPU: about PROGRAMS in all, at most one per chunk of BLOCKS_PER_PROGRAM
 # blocks, loaded at once (bs 32, V 128256: 512 programs, 32 float32 loads in flight a
@@ -101,6 +104,7 @@ def _verify_sampling(
         MAX_BLOCKS=max_blocks,
         PER_PROGRAM=per_program,
         num_warps=NUM_WARPS,
+        **({} if MAXNREG is None else {"maxnreg": MAXNREG}),
     )  # fmt: skip
     return accept_index, num_accepted, predicts
 
