@@ -113,12 +113,13 @@ step render render.log 15 "$PY" bench/report.py --device cuda --from-json "$OUT/
 # (d) Where the fused stages' host time goes (issue 10's 50 µs target): Python or launch.
 step launch launch.log 30 env PYTHONPATH="src:bench" "$PY" bench/launch_overhead.py
 
-# (e) The fused sampling kernel's launch shapes, appended to bench.log.
-step sweep bench.log 40 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
+# (e) The fused sampling kernel's launch shapes, appended to bench.log: 13 shapes at two
+# vocabularies, 25 compiles where no cache was carried (hence 10 s from step (f)).
+step sweep bench.log 50 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
 
 # (f) The rest of the suite but the tests marked compiled (CPU inductor compiles, a minute
 # each on that host), which CI and the CPU torch matrix also run: least needed, so last.
-step tests_rest tests.log 60 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
+step tests_rest tests.log 50 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
     -rfE --durations=15 -m "not gpu and not compiled"
 
 tail -n 3 "$OUT/tests.log" "$OUT/demo.log" "$OUT/bench.log" "$OUT/launch.log" >>"$SUMMARY" 2>&1
