@@ -4,9 +4,8 @@
 Both H200 runs of 2026-11-30 ran out of time in bench/gpu_check.sh's test step. Under the
 interpreter those tests launch 508 variants of eagle_fn's kernels (shapes become
 constexprs), 2 minutes of compiling on the development CPU, paid in whichever test meets
-each first.
-Triton finds a compiled kernel on disk by a key of its own version and build, ptxas, the
-source, the specialization and the options, none of which needs the GPU. So:
+each first. Triton finds a compiled kernel on disk by a key of its own version and build,
+ptxas, the source, the specialization and the options, none of which needs the GPU. So:
 
 1. ``record`` runs ``pytest tests -m gpu`` under ``TRITON_INTERPRET=1`` on the CPU and writes
    each distinct launch (kernel, argument dtypes and alignments, ints, constexprs) to
@@ -229,6 +228,7 @@ def main() -> None:
         return
     if options.out is None:
         parser.error("the cache folder is required")
+    options.out = options.out.resolve()  # record runs pytest from the repository root
     options.out.mkdir(parents=True, exist_ok=True)
     if options.step == "record":
         record(options.out, pytest_args)
