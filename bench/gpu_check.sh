@@ -31,7 +31,8 @@ export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 SUMMARY=$OUT/summary.txt
 # Kernels compiled ahead on a CPU (scripts/triton_cache.py), where the call carried them:
 # the tests' launches load those instead of compiling. The entry count before and after the
-# tests says how many were compiled here all the same (Inductor's kernels included).
+# tests says how many were compiled here all the same (Inductor's kernels and Triton's C
+# launchers included).
 if [ -d .triton-cache ]; then
     export TRITON_CACHE_DIR=$PWD/.triton-cache
 fi
