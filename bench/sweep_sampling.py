@@ -33,8 +33,9 @@ SHAPES = [
     (True, 4, 256, 4096, 8, None),
     (True, 2, 512, 4096, 4, None),
     (True, 2, 1024, 2048, 8, None),
-    # 128 registers a thread, where ptxas takes 220 (Triton 3.6) and spills nothing at 128:
-    # two 8-warp programs an SM instead of one (docs/kernels.md).
+    # 128 registers a thread: two 8-warp programs an SM instead of one. Triton 3.6 gives the
+    # default shape 220 at V 32000 (159 at V 128256); at 128 the 8-warp split shapes spill
+    # nothing, the other two about 0.5 KB a thread (docs/sampling.md).
     (False, 4, 1, 4096, 8, 128),
     (True, 2, 512, 4096, 8, 128),
     (True, 1, 1024, 4096, 8, 128),

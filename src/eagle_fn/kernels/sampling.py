@@ -39,7 +39,7 @@ from .greedy import empty_verdict
 BLOCK_V = 4096  # vocabulary entries per block of the final row
 NUM_WARPS = 8
 # A cap on registers per thread (ptxas's maxnreg), or None for ptxas's choice: 220 at
-# NUM_WARPS 8 (Triton 3.6, sm_90) leaves room for one program per SM (docs/kernels.md).
+# NUM_WARPS 8 and V 32000 (Triton 3.6, sm_90) leave room for one program an SM (docs/kernels.md).
 MAXNREG: int | None = None
 # Several programs per request (the last to finish draws), so that a small batch still
 # spreads over the GPU: about PROGRAMS in all, at most one per chunk of BLOCKS_PER_PROGRAM
