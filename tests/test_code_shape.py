@@ -7,6 +7,7 @@ import ast
 import importlib.util
 from pathlib import Path
 from types import ModuleType
+from typing import TypeGuard
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "eagle_fn"
@@ -30,21 +31,29 @@ def dotted(path: Path) -> str:
 
 
 def package_imports(path: Path) -> set[str]:
-    """The eagle_fn modules ``path`` imports at module level (``from . import x`` included)."""
+    """The eagle_fn modules ``path`` imports at module level: ``import eagle_fn.x``, and
+    ``from`` imports, relative or absolute (``from . import x`` included)."""
     here = dotted(path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
     known = {dotted(p) for p in MODULES}
     found: set[str] = set()
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = package[: len(package) - node.level + 1]
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
             stem = ".".join([*base, *(node.module.split(".") if node.module else [])])
             found |= {
                 f"{stem}.{a.name}" if f"{stem}.{a.name}" in known else stem for a in node.names
             }
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eagle_fn"):
-            found.add(node.module or "")
     return {name for name in found if name in known and name != dotted(path)}
+
+
+def from_package(node: ast.AST) -> TypeGuard[ast.ImportFrom]:
+    """Whether ``node`` is a ``from`` import of eagle_fn's, relative or absolute."""
+    if not isinstance(node, ast.ImportFrom):
+        return False
+    return node.level > 0 or (node.module or "").split(".")[0] == "eagle_fn"
 
 
 def lines(path: Path) -> int:
@@ -87,21 +96,22 @@ def test_validation_is_at_most_half_of_0_1_0s():
 
 
 def private_crossings(path: Path) -> list[str]:
-    """``from .x import _name`` of a function or value, and ``x._name`` of an eagle_fn
-    module, in ``path``; private modules (``_ops``) may be imported whole."""
+    """``from .x import _name`` (or ``from eagle_fn.x``) of a function or value, and
+    ``x._name`` of an eagle_fn module, in ``path``; private modules (``_ops``) may be imported
+    whole."""
     tree = ast.parse(path.read_text())
     modules = {dotted(p).rsplit(".", 1)[-1] for p in MODULES}
     crossing = [
         f"from {node.module} import {alias.name}"
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.level
+        if from_package(node)
         for alias in node.names
         if alias.name.startswith("_") and alias.name not in modules
     ]
     imported = {
         alias.asname or alias.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.level
+        if from_package(node)
         for alias in node.names
         if alias.name in modules
     }
