@@ -140,7 +140,7 @@ def speculative_generate(
     the target on every node and keeps what :func:`verify_greedy` accepts at the float
     ``temperature=0`` (the output equals :func:`greedy_generate`'s), else :func:`verify_sampling`
     with coins from ``generator`` (distributed as :func:`sample_generate`'s output). A float
-    must be finite and >= 0; a ``[bs]`` tensor goes unchecked (a sync), rows <= 0 greedy.
+    must be finite and >= 0; a ``[bs]`` tensor is not checked (that would sync): rows <= 0 greedy.
 
     Shapes: ``prompts [bs, >= 2]`` int64 -> ``tokens [bs, max_new_tokens]``.
     """
