@@ -1,7 +1,8 @@
 """Compiles every Triton kernel for a Hopper GPU (sm_90) with Triton's real compiler; no GPU.
 
 Run as a script: ``python tests/helpers/kernel_aot.py`` compiles the CI set, ``--all`` every variant;
-``--registers`` prints ptxas's registers and spills for each instead of the checks below.
+``--registers`` prints ptxas's registers and spills for each instead of the checks below
+(``--maxnreg 128``: with the sampling kernel's register cap at 128).
 The script drops ``TRITON_INTERPRET``: the interpreter accepts Python the compiler rejects.
 
 Each variant calls a public kernel's own launch code (its torch function's ``*_args`` check,
@@ -139,11 +140,16 @@ def main(argv=None):
     parser.add_argument("--batch-keys", action="store_true", help="compiles per batch size")
     parser.add_argument("--op-kernels", action="store_true", help="the kernels torch finds")
     parser.add_argument("--registers", action="store_true", help="ptxas's registers, spills")
+    parser.add_argument("--maxnreg", type=int, help="the sampling kernel's MAXNREG knob")
     options = parser.parse_args(argv)
     # Only here, never at import: pytest's --doctest-modules imports this file too, and the
     # kernel tests need the interpreter's kernels in their own process.
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default, said explicitly
+    if options.maxnreg is not None:
+        from eagle_fn.kernels import sampling
+
+        sampling.MAXNREG = options.maxnreg
     if options.batch_keys or options.op_kernels:
         print("\n".join(batch_keys() if options.batch_keys else op_kernels()))
         return
