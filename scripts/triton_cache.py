@@ -92,6 +92,8 @@ def decode(value: Any) -> Any:
 
 def record(out: Path, pytest_args: list[str]) -> None:
     os.environ["TRITON_INTERPRET"] = "1"
+    # gpu_check.sh's profile: derandomized, so that hypothesis draws the shapes it will draw.
+    os.environ["HYPOTHESIS_PROFILE"] = "ci"
     import pytest
 
     recorder = Recorder()
