@@ -198,10 +198,13 @@ def place(out: Path, keep: tuple[str, ...] | None = None) -> None:
 
 def key_parts() -> str:
     """What besides the kernel and its launch keys Triton's cache for sm_90, as one line: the
-    Triton build, ptxas (its version text, hashed) and the variables Triton hashes in."""
+    Triton build, ptxas (its version text, hashed), the options a launch gets from the
+    environment (``TRITON_DEBUG``, ``PTXAS_OPTIONS``..., as ``JITFunction.run`` sets them; hashed)
+    and the variables Triton hashes in."""
     import hashlib
 
     import triton
+    from triton import knobs
     from triton._C.libtriton import get_cache_invalidating_env_vars
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
@@ -214,9 +217,15 @@ def key_parts() -> str:
     def digest(text: str) -> str:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    ptxas = digest(make_backend(GPUTarget("cuda", 90, 32)).hash())
+    backend = make_backend(GPUTarget("cuda", 90, 32))
+    launch = {
+        "debug": knobs.runtime.debug,
+        "instrumentation_mode": knobs.compilation.instrumentation_mode,
+    }
+    options = digest(backend.parse_options(launch).hash())
     env = get_cache_invalidating_env_vars()
-    return f"triton {triton.__version__} build {digest(triton_key())} ptxas {ptxas} env {env}"
+    parts = f"build {digest(triton_key())} ptxas {digest(backend.hash())} options {options}"
+    return f"triton {triton.__version__} {parts} env {env}"
 
 
 def main() -> None:
