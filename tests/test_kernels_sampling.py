@@ -738,11 +738,12 @@ def test_a_callers_dynamic_graph_serves_every_batch_size(fresh_dynamo, chain):
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
 
 
+@pytest.mark.skipif(kernel_support.INTERPRETED, reason="the interpreter ignores register caps")
 @pytest.mark.parametrize("cap", [128, 96])
 @SPLITS
 def test_a_register_cap_changes_no_value(cap, split):
     # bench/sweep_sampling.py times MAXNREG: a cap below ptxas's choice (220 at 8 warps on
-    # sm_90) may spill, never change a token. A no-op under the interpreter; real on a GPU.
+    # sm_90) may spill, never change a token. test_kernels_aot.py checks that it reaches ptxas.
     gen = torch.Generator().manual_seed(11)
     cfg, vocab = DraftConfig(4, 4, 16), 3 * SMALL_BLOCK + 5
     vt = organized_tree(cfg, 3, gen, vocab)
