@@ -69,10 +69,10 @@ for name in ("triton", "pytest", "hypothesis", "pytest_benchmark", "eagle_fn", "
         print(name, "NOT IMPORTABLE:", type(error).__name__, error)
 EOF
     # Triton's key parts here, then those the carried cache was compiled under: they must match.
-    "$PY" scripts/triton_cache.py --step key 2>&1 | sed 's/^/here: /'
+    timeout 30 "$PY" scripts/triton_cache.py --step key 2>&1 | sed 's/^/here: /'
     if [ -d .triton-cache ]; then  # carried, not a TRITON_CACHE_DIR the machine set
         sed 's/^/cache: /' "$TRITON_CACHE_DIR/key.txt" 2>&1
-        "$PY" scripts/triton_cache.py "$TRITON_CACHE_DIR" --step place 2>&1  # paths moved
+        timeout 30 "$PY" scripts/triton_cache.py "$TRITON_CACHE_DIR" --step place 2>&1  # moved
     fi
     cache_entries "at the start"
 } >"$SUMMARY"
