@@ -55,3 +55,25 @@ def test_place_points_a_moved_entry_at_its_files_and_prunes(tmp_path):
     assert sorted(p.name for p in entry.iterdir()) == ["__grp__k.json", "k.cubin", "k.json"]
     triton_cache.place(tmp_path)  # again, without pruning: nothing changes
     assert json.loads((entry / "__grp__k.json").read_text())["child_paths"] == kept
+
+
+def test_a_launch_off_the_grid_comes_again_aligned(tmp_path):
+    pytest.importorskip("triton", reason="the launches name eagle_fn's Triton kernels")
+    kernel = "eagle_fn.kernels._kernels_verify:verify_greedy_kernel"
+    tensor = {"dtype": "int64", "offset": 8}
+    launches = [
+        {"kernel": kernel, "args": [tensor, 3], "kwargs": {"K": 2}},
+        {"kernel": kernel, "args": [{**tensor, "offset": 0}, 1], "kwargs": {}},
+        {"kernel": "test_kernels_common:_widen_kernel", "args": [], "kwargs": {}},  # not ours
+    ]
+    (tmp_path / triton_cache.LAUNCHES).write_text(json.dumps(launches))
+
+    rebuilt = list(triton_cache.recorded(tmp_path))
+
+    offsets = [
+        [a.data_ptr() % 16 for a in args if isinstance(a, torch.Tensor)] for _, args, _ in rebuilt
+    ]
+    assert offsets == [[8], [0], [0]]
+    assert [args[1] for _, args, _ in rebuilt] == [3, 3, 1]
+    assert [kwargs for _, _, kwargs in rebuilt] == [{"K": 2}, {"K": 2}, {}]
+    assert all(k.fn.__name__ == "verify_greedy_kernel" for k, _, _ in rebuilt)
