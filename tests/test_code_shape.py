@@ -4,24 +4,14 @@ shape comments, validation lines, private names and the import graph (docs/desig
 from __future__ import annotations
 
 import ast
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 from typing import TypeGuard
+
+from helpers.scripts import script
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "eagle_fn"
 MODULES = sorted(SRC.rglob("*.py"))
-
-
-def script(name: str) -> ModuleType:
-    """One of ``scripts/``, which is not a package, loaded from its file."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def dotted(path: Path) -> str:

@@ -3,19 +3,14 @@ rebuilt, and how a moved cache is pointed at its new place."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("triton_cache", ROOT / "scripts" / "triton_cache.py")
-assert spec is not None
-assert spec.loader is not None
-triton_cache = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(triton_cache)
+from helpers.scripts import script
+
+triton_cache = script("triton_cache")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
