@@ -159,13 +159,13 @@ def assemble(
 
 
 def valid_tree_core(cfg: DraftConfig, parent_list: Tensor, top_scores_index: Tensor) -> Tensor:
+    # An index outside [0, num_candidates) has its slot outside the table: no parent, invalid.
     parent = parent_nodes(cfg, parent_list, top_scores_index)  # [bs, N]
     # Climb num_steps times from every node; -1 (no parent found) and 0 (root) are kept.
     cur = parent
     for _ in range(cfg.num_steps - 1):
         cur = torch.where(cur > 0, parent.gather(1, cur.clamp(min=0)), cur)  # [bs, N]
-    in_range = (top_scores_index >= 0) & (top_scores_index < cfg.num_candidates)  # [bs, N-1]
-    return in_range.all(1) & (cur[:, 1:] == 0).all(1)  # [bs]
+    return (cur[:, 1:] == 0).all(1)  # [bs]
 
 
 def verify_tokens(bonus_tokens: Tensor, draft_tokens: Tensor) -> Tensor:
