@@ -160,6 +160,8 @@ def test_a_full_mask_sized_from_seq_lens_compiles_in_the_callers_graph(dynamic):
     assert_trees_equal(compiled(BONUS, SEQ_LENS), call(BONUS, SEQ_LENS))
     longer = SEQ_LENS + 3  # a new length runs the same graph
     assert_trees_equal(compiled(BONUS, longer), call(BONUS, longer))
+    empty = SEQ_LENS * 0  # a sum of 0 (no request has a prefix) is a length like any other
+    assert_trees_equal(compiled(BONUS, empty), call(BONUS, empty))
     with pytest.raises(RuntimeError):  # a negative sum is asserted as the graph runs
         compiled(BONUS, -SEQ_LENS - 1)
 
