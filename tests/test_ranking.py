@@ -5,7 +5,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eagle_fn.selection import MAX_KEYED_WIDTH, best_indices, best_indices_ascending
+from eagle_fn.selection import (
+    MAX_KEYED_WIDTH,
+    best_indices,
+    best_indices_ascending,
+    rank_keys,
+)
 from helpers import reference
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -106,6 +111,17 @@ def test_rows_wider_than_the_key_range_fall_back_exactly(dtype):
     s[0, -1] = NAN
     s[0, 5] = 0.25
     assert best_indices(s, 4).tolist() == [[5, 0, 1, 2]]
+
+
+def test_past_the_key_range_keys_would_misrank_adjacent_scores():
+    # Why the range ends: at index 2**17 + 1 the tie-break factor takes more than a float32
+    # ulp off 2 - 2**-23, and its key falls below index 0's 2 - 2**-22. The fallback is exact.
+    width = 2**17 + 2
+    s = torch.zeros(1, width)
+    s[0, 0], s[0, -1] = 2 - 2**-22, 2 - 2**-23
+    assert torch.topk(rank_keys(s), 2).indices.tolist() == [[0, width - 1]]  # keyed: wrong
+    assert best_indices(s, 2).tolist() == [[width - 1, 0]]
+    assert best_indices_ascending(s, 1).tolist() == [[width - 1]]
 
 
 def test_outputs_have_canonical_strides():
