@@ -130,8 +130,9 @@ def _target_only_step(
     first = first_true(accept)  # [bs, N] position of the accepted child, -1 if none
     chosen = children.gather(2, first.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # [bs, N]
     child = torch.where(first >= 0, chosen, -1)  # [bs, N]
-    # Only a node that accepts nothing ends the walk there: all its tried children go.
-    return NodeStep(child, tried & (first < 0).unsqueeze(-1), tokens, None)  # rejected [bs, N, N]
+    # rejected: tried. Only a node that accepts none of its children ends the walk (the one
+    # place the walk reads it), so there every tried child was rejected.
+    return NodeStep(child, tried, tokens, None)  # rejected [bs, N, N]
 
 
 def _draft_step(vt: VerifyTree, q: Tensor, p: Tensor, coins: Tensor) -> NodeStep:
