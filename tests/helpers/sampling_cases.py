@@ -105,6 +105,12 @@ def accepted_loop(draft):
     return SamplingCase(LOOP_CFG, LOOP_VT, t(LOOP_Q), t([[0.5, 0.75]]), t([0.25]), draft_probs=p)
 
 
+def one_token(tokens):
+    """TREE_VT's shape drafting ``tokens`` over a vocabulary of one token: every row [1.0]."""
+    vt = TREE_VT._replace(draft_tokens=t(tokens))
+    return SamplingCase(TREE_CFG, vt, torch.ones(4, 1), torch.full((1, 4), 0.5), t([0.5]))
+
+
 EDGE_CASES = {
     # q(1) = p(1) = 0: 0.99 * 0 <= 0, yet rejected (min(1, q/p) = 0); relu(q0 - p0) is
     # [0, 0, 0, 0.2]: token 3.
@@ -161,4 +167,9 @@ EDGE_CASES = {
     "accepted_loop": (accepted_loop(False), [[[0, 1]], [1], [1, 1]]),
     # ... and with draft_probs the final row is q, not relu(q - p) = [0, 0, .5, 0].
     "accepted_loop_draft": (accepted_loop(True), [[[0, 1]], [1], [1, 1]]),
+    # V = 1: token 0 has q = 1 (acc 1 >= coin 0.5) and is accepted at both levels; every
+    # draw gives token 0 ...
+    "one_token_vocabulary": (one_token([5, 0, 9, 0]), [[[0, 1, 3]], [2], [0, 0, 0, 0]]),
+    # ... and a token outside it reads q = 0: node 1 (token 3) is rejected, node 2 accepted.
+    "one_token_vocabulary_outside": (one_token([5, 3, 0, 0]), [[[0, 2, -1]], [1], [0, 0, 0, 0]]),
 }
