@@ -110,7 +110,7 @@ class NodeStep(NamedTuple):
     """Each node's decision, the same every time the walk visits it."""
 
     child: Tensor  # [bs, N] the accepted child, -1 if none
-    rejected: Tensor  # [bs, N, N] bool: the i-th tried child's token leaves the final row
+    rejected: Tensor  # [bs, N, N] bool: children whose tokens leave the row if the walk ends here
     tokens: Tensor  # [bs, N, N] token of the node's i-th tried child, V where none
     residual: Tensor | None  # [bs, N, V] what a rejection subtracts from q (draft mode)
 
