@@ -569,6 +569,17 @@ def test_draw_uniforms_is_open_and_seeded():
     assert abs(many.mean().item() - 0.5) < 0.01
 
 
+def test_draw_uniforms_are_the_midpoints_of_the_generators_bins():
+    # Reproducible from the generator alone: one randint over 2**23 bins for N + 1 coins a
+    # request, the node coins first and the final coin last. (The test above cannot tell a
+    # coin one grid step off, nor a bin that is never drawn.)
+    bins = torch.randint(0, 2**23, (3, 6), generator=torch.Generator().manual_seed(5))
+    coins = draw_uniforms(3, 5, generator=torch.Generator().manual_seed(5))
+    want = (bins.double() + 0.5) / 2**23
+    assert torch.equal(coins.uniforms.double(), want[:, :5])
+    assert torch.equal(coins.final_uniforms.double(), want[:, 5])
+
+
 def test_draw_uniforms_defaults_to_torchs_generator_on_the_cpu():
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(5)
