@@ -748,6 +748,15 @@ def test_a_negative_temperature_is_greedy():
         assert probs.tolist() == want == [[0.0, 1.0, 0.0, 0.0]]
 
 
+@pytest.mark.parametrize("top", [{}, {"top_k": torch.zeros(0, dtype=torch.int64)}])
+@pytest.mark.parametrize("shape", [(0, 5), (0, 3, 5)], ids=["flat", "batched"])
+def test_an_empty_batch_gives_empty_rows(shape, top):
+    # bs 0 (an empty temperature) with no logit rows, flat or batched: nothing to refuse.
+    probs = target_probs_from_logits(torch.zeros(shape), torch.zeros(0), **top)
+    assert probs.shape == shape
+    assert probs.dtype == torch.float32
+
+
 @pytest.mark.parametrize("temperature", [1e-39, 1e-30, 1e-6])
 def test_a_tiny_temperature_is_the_argmax(temperature):
     # logits / t would overflow to inf (NaN after softmax, an all-zero row) for t 1e-39.
