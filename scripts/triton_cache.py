@@ -2,7 +2,7 @@
 ``gpu``, compiled for sm_90 ahead of the run.
 
 Both H200 runs of 2026-11-30 ran out of time in bench/gpu_check.sh's test step. Under the
-interpreter those tests launch 508 variants of eagle_fn's kernels (shapes become
+interpreter those tests launch over 500 variants of eagle_fn's kernels (shapes become
 constexprs), 2 minutes of compiling on the development CPU, paid in whichever test meets
 each first. Triton finds a compiled kernel on disk by a key of its own version and build,
 ptxas, the source, the specialization and the options, none of which needs the GPU. So:
