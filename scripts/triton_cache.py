@@ -118,8 +118,12 @@ def compile_all(out: Path) -> None:
 
     done: set[str] = set()
     start = time.perf_counter()
-    sources = {"the tests": recorded(out), "the AOT variants": aot_launches()}
-    for source, launches in {**sources, "the sampling sweep": sweep_launches()}.items():
+    sources = {
+        "the tests": recorded(out),
+        "the AOT variants": aot_launches(),
+        "the sampling sweep": sweep_launches(),
+    }
+    for source, launches in sources.items():
         count = len(done)
         for kernel, args, kwargs in launches:
             key = f"{kernel.fn.__module__}:{kernel.fn.__name__} "
