@@ -3,6 +3,7 @@ parameter and a fresh dynamo."""
 
 import contextlib
 import os
+import sys
 
 import pytest
 import torch
@@ -50,6 +51,21 @@ def fresh_dynamo():
     yield
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
+
+
+@pytest.fixture(autouse=True)
+def memchecked():
+    """Where the kernels run interpreted, every launch in every test is memchecked (each
+    address a kernel touches lies inside its arguments) and runs its programs out of order
+    (tests/helpers/interpreter_checks.py). Yields what the memcheck saw (``None`` where
+    nothing is interpreted)."""
+    if os.environ.get("TRITON_INTERPRET") != "1" or "triton" not in sys.modules:
+        yield None
+        return
+    from helpers.interpreter_checks import memcheck, shuffled_programs  # imports triton's
+
+    with shuffled_programs(), memcheck() as seen:
+        yield seen
 
 
 @pytest.fixture(autouse=True)

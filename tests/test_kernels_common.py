@@ -35,6 +35,25 @@ def _narrow_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, _floats.narrow(x, out_ptr.dtype.element_ty), mask=offs < n)
 
 
+@triton.jit
+def _copy_kernel(src_ptr, dst_ptr, count_ptr, n, past, BLOCK: tl.constexpr):
+    """Copies ``n + past`` elements and counts them atomically: ``past`` lanes too many."""
+    offs = tl.arange(0, BLOCK)
+    live = offs < n + past
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=live), mask=live)
+    tl.atomic_add(count_ptr + offs, 1, mask=live)
+
+
+@triton.jit
+def _order_kernel(ticket_ptr, order_ptr, out_ptr, n):
+    """Each program takes a ticket (when it ran), writes its id into its own slot of ``out``
+    and, a stray write, -1 into the next program's."""
+    pid = tl.program_id(0)
+    tl.store(order_ptr + pid, tl.atomic_add(ticket_ptr, 1))
+    tl.store(out_ptr + pid, pid)
+    tl.store(out_ptr + pid + 1, -1, mask=pid + 1 < n)
+
+
 def same_bits(actual, expected):
     """Equal bit for bit, except that any NaN equals any NaN (payloads may differ)."""
     same = actual.view(_INT.get(actual.dtype, torch.int64)) == expected.view(
@@ -215,3 +234,61 @@ def test_a_launch_on_a_tensor_subclass_runs(device):
     inputs[0], inputs[2] = torch.nn.Parameter(inputs[0]), torch.nn.Parameter(inputs[2])
     got = eagle_fn.kernels.select_top_k(cfg, 1, *inputs)
     assert all(torch.equal(a, b.detach()) for a, b in zip(got, want, strict=True))
+
+
+def _copy_views(n):
+    """Views of ``n`` elements at the front of larger buffers: a lane past a view's end
+    reads or writes memory that is allocated, so the interpreter does not crash on it."""
+    return (
+        torch.arange(2 * n, dtype=torch.float32)[:n],
+        torch.zeros(2 * n)[:n],
+        torch.zeros(2 * n, dtype=torch.int32)[:n],
+    )
+
+
+@pytest.mark.skipif(not kernel_support.INTERPRETED, reason="checks the interpreter's memcheck")
+def test_memcheck_counts_the_lanes_inside_the_arguments(memchecked):
+    src, dst, count = _copy_views(5)
+    _copy_kernel[(1,)](src, dst, count, 5, 0, BLOCK=8)
+    assert torch.equal(dst, src)
+    assert count.tolist() == [1] * 5
+    assert memchecked.lanes == {"load": 5, "store": 5, "atomic": 5}
+    assert memchecked.stray == []
+
+
+@pytest.mark.skipif(not kernel_support.INTERPRETED, reason="checks the interpreter's memcheck")
+def test_memcheck_names_each_access_one_past_its_argument(memchecked):
+    src, dst, count = _copy_views(5)
+    _copy_kernel[(1,)](src, dst, count, 5, 1, BLOCK=8)
+    past = [src.data_ptr() + 20, dst.data_ptr() + 20, count.data_ptr() + 20]
+    assert memchecked.stray == [
+        ("_copy_kernel", "load", 4, past[0]),
+        ("_copy_kernel", "store", 4, past[1]),
+        ("_copy_kernel", "atomic", 4, past[2]),
+    ]
+    assert "_copy_kernel: a 4-byte load at" in memchecked.report()
+    memchecked.stray.clear()  # seen: the fixture's own check passes
+
+
+@pytest.mark.skipif(not kernel_support.INTERPRETED, reason="checks the interpreter's memcheck")
+def test_memcheck_fails_the_block_on_a_stray_access(memchecked):
+    from helpers.interpreter_checks import memcheck
+
+    src, dst, count = _copy_views(3)
+    with pytest.raises(AssertionError, match="_copy_kernel: a 4-byte store at"), memcheck():
+        _copy_kernel[(1,)](src, dst[:2], count, 2, 1, BLOCK=4)
+    assert [kind for _, kind, _, _ in memchecked.stray] == ["store"]  # the fixture's own
+    memchecked.stray.clear()
+
+
+@pytest.mark.skipif(not kernel_support.INTERPRETED, reason="checks the interpreter's order")
+def test_programs_run_evens_first_so_a_write_into_the_next_row_shows():
+    ticket, order, out = (
+        torch.zeros(1, dtype=torch.int32),
+        torch.zeros(5, dtype=torch.int32),
+        torch.zeros(5, dtype=torch.int32),
+    )
+    _order_kernel[(5,)](ticket, order, out, 5)
+    assert order.tolist() == [0, 3, 1, 4, 2]  # programs 0, 2, 4, then 1, 3
+    # In order 0..4 each program would overwrite the -1 its predecessor left.
+    assert out.tolist() == [0, 1, -1, 3, -1]

@@ -540,6 +540,22 @@ def test_stores_nothing_past_its_outputs(split, chain):
         check(cfg, vt, q, u, final, draft_probs=p)
 
 
+@pytest.mark.parametrize("split", ["single", "split", "chunked"])
+def test_a_retrieve_index_naming_the_next_row_writes_nothing_there(split):
+    # Every request's retrieve_index names the next request's nodes (the last one's, past
+    # the end), and walks go deep: no token lands in another request's row. The programs
+    # run out of order (tests/conftest.py), so a store into the next row's slot 0 is not
+    # hidden by that row's own program clearing it afterwards.
+    gen = torch.Generator().manual_seed(11)
+    cfg, bs, vocab = DraftConfig(2, 2, 4), 5, 16
+    vt = organized_tree(cfg, bs, gen, vocab)
+    vt = vt._replace(retrieve_index=vt.retrieve_index + cfg.num_draft_tokens)
+    q = target_rows(vt, vocab, gen, "agree")
+    u, final = coins(bs, cfg.num_draft_tokens, gen, "uniform")
+    with launch_shape(4, split):
+        check(cfg, vt, q, u, final)
+
+
 def gpu_case():
     """bs 32, k 4, S 4, N 16, V 32000 with dyadic rows (exact sums): the torch function's
     verdict on CPU tensors, and the arguments after ``cfg`` on CUDA."""
