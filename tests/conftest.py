@@ -54,17 +54,22 @@ def fresh_dynamo():
 
 
 @pytest.fixture(autouse=True)
-def memchecked():
+def memchecked(request):
     """Where the kernels run interpreted, every launch in every test is memchecked (each
-    address a kernel touches lies inside its arguments) and runs its programs out of order
+    address a kernel touches lies inside its arguments) and runs its programs out of order;
+    the kernel modules' eager tests also get poisoned allocations, which the others leave
+    out because deterministic mode is a global setting that torch.compile guards on
     (tests/helpers/interpreter_checks.py). Yields what the memcheck saw (``None`` where
     nothing is interpreted)."""
     if os.environ.get("TRITON_INTERPRET") != "1" or "triton" not in sys.modules:
         yield None
         return
-    from helpers.interpreter_checks import memcheck, shuffled_programs  # imports triton's
+    from helpers import interpreter_checks as checks
 
-    with shuffled_programs(), memcheck() as seen:
+    kernel_test = request.module.__name__.startswith("test_kernels")
+    eager = request.node.get_closest_marker("compiled") is None
+    poisoned = checks.poisoned_allocations() if kernel_test and eager else contextlib.nullcontext()
+    with poisoned, checks.shuffled_programs(), checks.memcheck() as seen:
         yield seen
 
 

@@ -292,3 +292,17 @@ def test_programs_run_evens_first_so_a_write_into_the_next_row_shows():
     assert order.tolist() == [0, 3, 1, 4, 2]  # programs 0, 2, 4, then 1, 3
     # In order 0..4 each program would overwrite the -1 its predecessor left.
     assert out.tolist() == [0, 1, -1, 3, -1]
+
+
+@pytest.mark.skipif(not kernel_support.INTERPRETED, reason="checks the interpreter's poisoning")
+def test_allocations_are_poisoned_so_that_an_unwritten_output_shows():
+    from helpers.interpreter_checks import poisoned_allocations
+
+    like = torch.zeros(3, dtype=torch.int64)
+    assert like.new_empty(2).tolist() == [2**63 - 1] * 2
+    assert torch.empty(2).isnan().all()
+    assert torch.empty(2, dtype=torch.bool).all()
+    torch.use_deterministic_algorithms(False)  # a nested block restores what it found
+    with poisoned_allocations():
+        assert torch.empty(2).isnan().all()
+    assert not torch.are_deterministic_algorithms_enabled()

@@ -1,5 +1,6 @@
-"""Two checks Triton's CPU interpreter does not make, which a GPU would need: where each
-access goes, and whether the result depends on the order the programs run in.
+"""Checks for what Triton's CPU interpreter hides and a GPU would show: where each access
+goes, whether the result depends on the order the programs run in, and what an output holds
+where a kernel never wrote it.
 
 - :func:`memcheck`: every address an active lane of an interpreted kernel loads, stores or
   updates atomically must lie inside one of that launch's tensor arguments (the extent of
@@ -13,10 +14,12 @@ access goes, and whether the result depends on the order the programs run in.
   trace. Running the even programs first, then the odd ones, puts every pair of neighbours
   in both orders across a launch of three or more programs: a write into a neighbour's row
   survives one of them, as it may on a GPU, where programs run in any order or together.
+- :func:`poisoned_allocations`: new tensors hold NaN or the dtype's largest value, not the
+  zeros fresh CPU memory often holds.
 
-Both patch ``triton.runtime.interpreter`` (its launch, its builder's grid index and memory
-methods, whose signatures differ across Triton releases: only the positions read here are
-the same in all).
+The first two patch ``triton.runtime.interpreter`` (its launch, its builder's grid index
+and memory methods, whose signatures differ across Triton releases: only the positions read
+here are the same in all).
 """
 
 import contextlib
@@ -131,3 +134,24 @@ def shuffled_programs():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(interpreter.InterpreterBuilder, "set_grid_idx", program)
         yield
+
+
+@contextlib.contextmanager
+def poisoned_allocations():
+    """Inside the block, ``torch.empty`` and ``new_empty`` fill what they allocate with NaN
+    (floats) or the dtype's largest value (integers, ``True`` for bool): torch's own fill for
+    deterministic mode, which adds no dispatched op. Fresh CPU memory is often zero, the very
+    value an unwritten ``predicts`` slot or mask cell should hold; a GPU's caching allocator
+    hands back whatever the last tensor left."""
+    mode, warn_only = (
+        torch.are_deterministic_algorithms_enabled(),
+        (torch.is_deterministic_algorithms_warn_only_enabled()),
+    )
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
