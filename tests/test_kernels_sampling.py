@@ -768,3 +768,23 @@ def test_a_register_cap_changes_no_value(cap, split):
     with launch_shape(SMALL_BLOCK, split), pytest.MonkeyPatch.context() as patch:
         patch.setattr(ksampling, "MAXNREG", cap)
         check(cfg, vt, q, u, final)
+
+
+@pytest.mark.parametrize("blocks", [4, 5])
+@pytest.mark.parametrize("coin", [0.0, 0.999], ids=["deep", "rejected"])
+def test_a_final_coin_of_one_takes_the_last_token_with_mass(blocks, coin):
+    # docs/sampling.md: no index exceeds 1 * total, so the last positive index is drawn; the
+    # row's last SMALL_BLOCK + 3 entries hold no mass, and rejected tokens lie in block 0. 4 blocks fill the kernel's block sums
+    # (a power of two: no spare slot past them), 5 leave three spare.
+    gen = torch.Generator().manual_seed(5)
+    cfg, bs, vocab = DraftConfig(2, 2, 4), 3, blocks * SMALL_BLOCK
+    vt = organized_tree(cfg, bs, gen, vocab)
+    vt = vt._replace(draft_tokens=vt.draft_tokens % SMALL_BLOCK)  # rejected: block 0 only
+    q = dyadic_row(vocab, gen)
+    q[-SMALL_BLOCK - 3 :] = 0.0
+    q = q.expand(bs, 4, vocab).contiguous()  # [bs, N, V]
+    u, final = torch.full((bs, 4), coin), torch.ones(bs)
+    last = int(q[0, 0].nonzero().max())
+    assert final_tokens(verify_sampling(cfg, vt, q, u, final)).tolist() == [last] * bs
+    with launch_shape(SMALL_BLOCK, "single"):
+        check(cfg, vt, q, u, final)

@@ -85,6 +85,15 @@ def sequential_accumulator():
     return SamplingCase(WIDE_CFG, WIDE_VT, q, t([[0.5 + 2.0**-24, 0.5, 0.5, 0.5]]), t([0.5]))
 
 
+def sibling_ring():
+    """WIDE_VT with the root's children in a ring 1 -> 2 -> 3 -> 1 (tokens 0, 1, 2): the walk
+    tries N = 4 of them, node 1 twice, and stops with acc 0.625 below coin 0.75, where a fifth
+    try (node 2 again, acc 0.875) would accept. All rejected: the final row keeps token 3."""
+    vt = WIDE_VT._replace(retrieve_next_sibling=t([[-1, 2, 3, 1]]))
+    q = t([[0.125, 0.25, 0.125, 0.5]] + [[0.0, 0.0, 0.0, 1.0]] * 3)
+    return SamplingCase(WIDE_CFG, vt, q, t([[0.75, 0.5, 0.5, 0.5]]), t([0.5]))
+
+
 # A chain of S = 1 whose node 1 (token 1) is its own child: after the walk accepts it, node 1
 # still tries (and rejects, coin 0.75 > 0.5) its child, but every level accepted, so the final
 # token comes from node 1's plain row [0, .5, .5, 0]: u = 0.25, token 1.
@@ -164,6 +173,7 @@ EDGE_CASES = {
     # exceeds it at every child, all three are rejected and leave the root row: token 3.
     "sequential_accumulator": (sequential_accumulator(), [[[0, -1]], [0], [3, 0, 0, 0]]),
     # Every level accepted: node 1's rejected child removes nothing from the final row ...
+    "sibling_ring_tries_n_children": (sibling_ring(), [[[0, -1]], [0], [3, 0, 0, 0]]),
     "accepted_loop": (accepted_loop(False), [[[0, 1]], [1], [1, 1]]),
     # ... and with draft_probs the final row is q, not relu(q - p) = [0, 0, .5, 0].
     "accepted_loop_draft": (accepted_loop(True), [[[0, 1]], [1], [1, 1]]),
