@@ -94,6 +94,14 @@ def sibling_ring():
     return SamplingCase(WIDE_CFG, vt, q, t([[0.75, 0.5, 0.5, 0.5]]), t([0.5]))
 
 
+def tied_final_coin():
+    """WIDE_VT whose root children (tokens 0, 1, 2) have no target mass, so all are rejected;
+    the final row is four 0.25s at tokens 3..6, and coin 0.5 * total 1 equals the running sum
+    at token 4: the first sum that exceeds it is token 5's."""
+    q = t([[0.0, 0.0, 0.0, 0.25, 0.25, 0.25, 0.25, 0.0]] * 4)
+    return SamplingCase(WIDE_CFG, WIDE_VT, q, t([[0.5, 0.5, 0.5, 0.5]]), t([0.5]))
+
+
 # A chain of S = 1 whose node 1 (token 1) is its own child: after the walk accepts it, node 1
 # still tries (and rejects, coin 0.75 > 0.5) its child, but every level accepted, so the final
 # token comes from node 1's plain row [0, .5, .5, 0]: u = 0.25, token 1.
@@ -173,6 +181,7 @@ EDGE_CASES = {
     # exceeds it at every child, all three are rejected and leave the root row: token 3.
     "sequential_accumulator": (sequential_accumulator(), [[[0, -1]], [0], [3, 0, 0, 0]]),
     # Every level accepted: node 1's rejected child removes nothing from the final row ...
+    "final_coin_ties_a_running_sum": (tied_final_coin(), [[[0, -1]], [0], [5, 0, 0, 0]]),
     "sibling_ring_tries_n_children": (sibling_ring(), [[[0, -1]], [0], [3, 0, 0, 0]]),
     "accepted_loop": (accepted_loop(False), [[[0, 1]], [1], [1, 1]]),
     # ... and with draft_probs the final row is q, not relu(q - p) = [0, 0, .5, 0].
