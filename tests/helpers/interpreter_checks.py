@@ -48,7 +48,7 @@ class Accesses:
 
     lanes: Counter = field(default_factory=Counter)
     stray: list = field(default_factory=list)
-    ranges: dict = field(default_factory=dict)  # kernel -> its arguments' extents, last launch
+    ranges: dict = field(default_factory=dict)  # kernel -> its arguments at its first stray
 
     def report(self):
         return "\n".join(
@@ -83,7 +83,6 @@ def memcheck():
 
     def launch(self, *args, **kwargs):
         launches.append((self.fn.__name__, extents([*args, *kwargs.values()])))
-        seen.ranges[self.fn.__name__] = [(hex(lo), hex(hi)) for lo, hi in launches[-1][1]]
         try:
             return run(self, *args, **kwargs)
         finally:
@@ -100,7 +99,10 @@ def memcheck():
         for lo, hi in ranges:
             inside |= (addresses >= lo) & (addresses + size <= hi)
         seen.lanes[kind] += addresses.size
-        seen.stray.extend((name, kind, size, int(a)) for a in addresses[~inside][:3])
+        stray = [(name, kind, size, int(a)) for a in addresses[~inside][:3]]
+        if stray:
+            seen.ranges.setdefault(name, [(hex(lo), hex(hi)) for lo, hi in ranges])
+            seen.stray.extend(stray)
 
     def checked(method, kind, at, mask_at):
         original = getattr(interpreter.InterpreterBuilder, method)
