@@ -774,8 +774,9 @@ def test_a_register_cap_changes_no_value(cap, split):
 @pytest.mark.parametrize("coin", [0.0, 0.999], ids=["deep", "rejected"])
 def test_a_final_coin_of_one_takes_the_last_token_with_mass(blocks, coin):
     # docs/sampling.md: no index exceeds 1 * total, so the last positive index is drawn; the
-    # row's last SMALL_BLOCK + 3 entries hold no mass, and rejected tokens lie in block 0. 4 blocks fill the kernel's block sums
-    # (a power of two: no spare slot past them), 5 leave three spare.
+    # row's last SMALL_BLOCK + 3 entries hold no mass, and rejected tokens lie in block 0.
+    # 4 blocks fill the kernel's block sums (a power of two: no spare slot past them), 5
+    # leave three spare.
     gen = torch.Generator().manual_seed(5)
     cfg, bs, vocab = DraftConfig(2, 2, 4), 3, blocks * SMALL_BLOCK
     vt = organized_tree(cfg, bs, gen, vocab)
