@@ -14,6 +14,7 @@ import triton.language as tl
 import eagle_fn
 import eagle_fn.kernels
 from eagle_fn.kernels import _floats, _ops, _slots
+from helpers.interpreter_checks import memcheck, poisoned_allocations
 from helpers.kernel_support import KERNEL_DEVICES
 
 pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
@@ -272,8 +273,6 @@ def test_memcheck_names_each_access_one_past_its_argument(memchecked):
 
 @pytest.mark.skipif(not kernel_support.INTERPRETED, reason="checks the interpreter's memcheck")
 def test_memcheck_fails_the_block_on_a_stray_access(memchecked):
-    from helpers.interpreter_checks import memcheck
-
     src, dst, count = _copy_views(3)
     with pytest.raises(AssertionError, match="_copy_kernel: a 4-byte store at"), memcheck():
         _copy_kernel[(1,)](src, dst[:2], count, 2, 1, BLOCK=4)
@@ -296,8 +295,6 @@ def test_programs_run_evens_first_so_a_write_into_the_next_row_shows():
 
 @pytest.mark.skipif(not kernel_support.INTERPRETED, reason="checks the interpreter's poisoning")
 def test_allocations_are_poisoned_so_that_an_unwritten_output_shows():
-    from helpers.interpreter_checks import poisoned_allocations
-
     like = torch.zeros(3, dtype=torch.int64)
     assert like.new_empty(2).tolist() == [2**63 - 1] * 2
     assert torch.empty(2).isnan().all()
