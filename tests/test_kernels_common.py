@@ -102,7 +102,8 @@ def test_narrow_rounds_like_aten(dtype, device):
         samples += [(mid + d).view(torch.float32) for d in (-1, 0, 1)]
     else:
         between = (wide[:-1].double() + wide[1:].double()) / 2  # exact midpoints in float32
-        samples += [between.float(), torch.nextafter(between.float(), torch.tensor(0.0))]
+        inf = torch.tensor(float("inf"))
+        samples += [torch.nextafter(between.float(), to) for to in (-inf, between.float(), inf)]
     x = torch.cat(samples).to(device)
     out = torch.empty(x.shape, dtype=dtype, device=device)
     _narrow_kernel[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
