@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from triton.runtime.interpreter import InterpretedFunction
 
 from .._backend import kernel_device_reason
+from .._forwarding import forwarding
 
 NAMESPACE = "eagle_fn"
 # Tile edges of the pairwise ranking: 64 x 64 compares keep a tile in registers on a GPU.
@@ -148,21 +149,16 @@ def block(width: int) -> int:
 def kernel_core(reference: F, compute: Callable[..., Any]) -> F:
     """The torch core ``reference`` computed by ``compute``, which takes its arguments in order.
 
-    The result has ``reference``'s name, parameter names and signature by construction: the
-    worker swaps one for the other, and compiled paths key their shapes specs by parameter
-    name. Dynamo finds those names among the compiled frame's own locals, which a ``*args``
-    wrapper lacks, so the function is written out with them, as ``namedtuple`` writes its
-    ``__new__``: ``def <name>(<parameters>): return compute(<parameters>)``.
+    The result has ``reference``'s name, parameter names and signature by construction
+    (:func:`eagle_fn._forwarding.forwarding` writes it out): the worker swaps one for the
+    other, and compiled paths key their shapes specs by parameter name.
     """
-    params = inspect.signature(reference).parameters.values()
-    if any(p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty for p in params):
-        raise TypeError(f"kernel_core forwards plain parameters only: {reference.__name__}")
-    name, names = reference.__name__, ", ".join(p.name for p in params)
-    scope: dict[str, Any] = {"compute": compute}
-    exec(f"def {name}({names}):\n    return compute({names})\n", scope)
-    core = functools.wraps(reference)(scope[name])
+    core = forwarding(reference.__name__, inspect.signature(reference), compute)
+    core = functools.wraps(reference)(core)
     core.__module__ = compute.__module__
-    core.__doc__ = f":func:`{reference.__module__}.{name}` in one fused launch (unchecked)."
+    core.__doc__ = (
+        f":func:`{reference.__module__}.{reference.__name__}` in one fused launch (unchecked)."
+    )
     return cast(F, core)
 
 

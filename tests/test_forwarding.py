@@ -1,0 +1,89 @@
+import inspect
+import traceback
+from inspect import Parameter, Signature
+
+import pytest
+
+from eagle_fn import MaskMode, layout
+from eagle_fn._forwarding import cut, forwarding
+
+PLAIN, KEYWORD = Parameter.POSITIONAL_OR_KEYWORD, Parameter.KEYWORD_ONLY
+DEFAULT = object()  # a default is passed on as this very object
+
+
+def record(*args):
+    return args
+
+
+SIGNATURE = Signature(
+    [
+        Parameter("a", PLAIN, annotation=int),
+        Parameter("b", PLAIN, default=DEFAULT),
+        Parameter("c", KEYWORD),
+        Parameter("d", KEYWORD, default=MaskMode.FULL),
+    ],
+    return_annotation=tuple,
+)
+
+
+def test_forwarding_passes_every_parameter_in_order_after_the_lead():
+    f = forwarding("f", SIGNATURE, record, "lead", 0)
+    assert f(1, c=3) == ("lead", 0, 1, DEFAULT, 3, MaskMode.FULL)
+    assert f(1, 2, d=4, c=3) == ("lead", 0, 1, 2, 3, 4)
+    assert forwarding("g", SIGNATURE, record)(a=1, b=2, c=3) == (1, 2, 3, MaskMode.FULL)
+
+
+def test_forwarding_shows_the_signature_and_the_names_given():
+    f = forwarding("f", SIGNATURE, record, qualname="Owner.f", doc="Docs.")
+    assert inspect.signature(f) == SIGNATURE
+    assert (f.__name__, f.__qualname__, f.__module__, f.__doc__) == (
+        "f",
+        "Owner.f",
+        __name__,  # the target's module
+        "Docs.",
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda f: f(1, 2, 3),
+            r"^Owner\.f\(\) takes from 1 to 2 positional arguments but 3 were given$",
+        ),
+        (lambda f: f(1, c=3, e=5), r"^Owner\.f\(\) got an unexpected keyword argument 'e'$"),
+        (lambda f: f(1), r"^Owner\.f\(\) missing 1 required keyword-only argument: 'c'$"),
+        (lambda f: f(c=3), r"^Owner\.f\(\) missing 1 required positional argument: 'a'$"),
+    ],
+)
+def test_forwarding_refuses_a_call_as_python_does_naming_the_qualname(call, message):
+    with pytest.raises(TypeError, match=message):
+        call(forwarding("f", SIGNATURE, record, qualname="Owner.f"))
+
+
+def test_a_forwarded_frame_is_named_in_tracebacks():
+    def fail(*args):
+        raise RuntimeError("from the target")
+
+    with pytest.raises(RuntimeError) as raised:
+        forwarding("f", SIGNATURE, fail, qualname="Owner.f")(1, c=3)
+    files = [frame.filename for frame in traceback.extract_tb(raised.value.__traceback__)]
+    assert "<eagle_fn: Owner.f>" in files
+
+
+@pytest.mark.parametrize(
+    "kind", [Parameter.POSITIONAL_ONLY, Parameter.VAR_POSITIONAL, Parameter.VAR_KEYWORD]
+)
+def test_forwarding_writes_plain_and_keyword_only_parameters_only(kind):
+    with pytest.raises(
+        TypeError, match=r"^forwarding writes plain and keyword-only parameters only: f$"
+    ):
+        forwarding("f", Signature([Parameter("x", kind)]), record)
+
+
+def test_cut_keeps_the_taken_parameters_and_the_return_annotation():
+    got = cut(layout.verify_core, slice(3, None), "lead")
+    whole = inspect.signature(layout.verify_core)
+    assert list(got.parameters) == ["lead", *list(whole.parameters)[3:]]
+    assert list(got.parameters.values())[1:] == list(whole.parameters.values())[3:]
+    assert got.return_annotation == whole.return_annotation
