@@ -6,6 +6,7 @@ import pytest
 
 from eagle_fn import MaskMode, layout
 from eagle_fn._forwarding import cut, forwarding
+from eagle_fn.chain import VERIFY_REQUEST, chain_verify_core
 
 PLAIN, KEYWORD = Parameter.POSITIONAL_OR_KEYWORD, Parameter.KEYWORD_ONLY
 DEFAULT = object()  # a default is passed on as this very object
@@ -87,3 +88,10 @@ def test_cut_keeps_the_taken_parameters_and_the_return_annotation():
     assert list(got.parameters) == ["lead", *list(whole.parameters)[3:]]
     assert list(got.parameters.values())[1:] == list(whole.parameters.values())[3:]
     assert got.return_annotation == whole.return_annotation
+
+
+def test_the_chain_verify_path_takes_the_general_paths_arguments_the_worker_hands_it():
+    general = list(inspect.signature(layout.verify_core).parameters.values())
+    chain = list(inspect.signature(chain_verify_core).parameters.values())
+    assert chain[0].name == "constants"
+    assert chain[1:] == general[VERIFY_REQUEST]

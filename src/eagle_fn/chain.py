@@ -16,11 +16,12 @@ import torch
 from torch import Tensor
 from torch.compiler import is_compiling
 
+from ._forwarding import cut, forwarding
 from ._memo import CachedTensors, faking, memoized
 from .arguments import as_device, require_config, require_int, require_type
 from .config import DraftConfig
 from .contracts import Arg, contract
-from .layout import assemble, bitpack, layout_mask
+from .layout import assemble, bitpack, layout_mask, verify_core
 from .types import DraftTree, MaskMode, Tensors, VerifyTree
 
 CHAIN = contract("organize_chain", topk_index=Arg("[bs, num_steps]"))
@@ -208,15 +209,10 @@ def chain_steps_core(constants: ChainConstants, token_list: Tensors) -> DraftTre
     return chain_core(constants, torch.cat(token_list, dim=1))  # [bs, num_steps]
 
 
-def chain_verify_core(
-    constants: ChainVerifyConstants,
-    draft_tokens: Tensor,
-    bonus_tokens: Tensor,
-    seq_lens: Tensor,
-    mask_mode: MaskMode,
-    total: int,
-) -> VerifyTree:
-    """A chain's verify tree: constants but for positions, the token layout and FULL's prefix."""
+def _chain_verify(constants: ChainVerifyConstants, *request: Any) -> VerifyTree:
+    """A chain's verify tree: constants but for positions, the token layout and FULL's prefix.
+    ``request``: :func:`~eagle_fn.layout.verify_core`'s arguments after the tree's."""
+    draft_tokens, bonus_tokens, seq_lens, mask_mode, total = request
     index, next_token, next_sibling, visible, bitpacked = constants.at(draft_tokens.shape[0])
     if mask_mode is MaskMode.BITPACKED:
         mask = bitpacked  # [bs * N], cached
@@ -224,6 +220,17 @@ def chain_verify_core(
         mask = layout_mask(visible, seq_lens, mask_mode, total)
     links = (index, next_token, next_sibling)  # [bs, N] each
     return assemble(bonus_tokens, draft_tokens, seq_lens, constants.depth, mask, links)
+
+
+# The chain's verify path takes the general one's checked arguments after the tree's three
+# (the worker hands it that slice), so its parameters are written from verify_core's.
+VERIFY_REQUEST = slice(3, None)
+chain_verify_core = forwarding(
+    "chain_verify_core",
+    cut(verify_core, VERIFY_REQUEST, "constants"),
+    _chain_verify,
+    doc=_chain_verify.__doc__,
+)
 
 
 def _organize_tensors(cfg: DraftConfig, max_bs: int, device: torch.device) -> dict[str, Tensor]:

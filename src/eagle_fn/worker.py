@@ -30,7 +30,7 @@ PATHS = {
 ROUTES: dict[str, tuple[Any, str, str, slice]] = {
     "organize": (organize.multilayer_args, "multilayer", "chain", slice(2, 3)),
     "organize_steps": (organize.tree_args, "tree", "chain_steps", slice(2, 3)),
-    "build_verify": (layout.verify_args, "verify", "chain_verify", slice(3, None)),
+    "build_verify": (layout.verify_args, "verify", "chain_verify", chain.VERIFY_REQUEST),
 }
 
 
