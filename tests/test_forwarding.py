@@ -4,7 +4,14 @@ from inspect import Parameter, Signature
 
 import pytest
 
-from eagle_fn import MaskMode, layout
+from eagle_fn import (
+    DraftOrganizer,
+    MaskMode,
+    build_verify_tree,
+    layout,
+    organize_multilayer,
+    organize_tree,
+)
 from eagle_fn._forwarding import cut, forwarding
 from eagle_fn.chain import VERIFY_REQUEST, chain_verify_core
 
@@ -88,6 +95,23 @@ def test_cut_keeps_the_taken_parameters_and_the_return_annotation():
     assert list(got.parameters) == ["lead", *list(whole.parameters)[3:]]
     assert list(got.parameters.values())[1:] == list(whole.parameters.values())[3:]
     assert got.return_annotation == whole.return_annotation
+
+
+@pytest.mark.parametrize(
+    ("method", "fronted"),
+    [
+        ("organize", organize_multilayer),
+        ("organize_steps", organize_tree),
+        ("build_verify", build_verify_tree),
+    ],
+)
+def test_each_worker_method_takes_the_fronted_functions_parameters_after_cfg(method, fronted):
+    got, whole = inspect.signature(getattr(DraftOrganizer, method)), inspect.signature(fronted)
+    assert next(iter(got.parameters)) == "self"
+    assert list(got.parameters.values())[1:] == list(whole.parameters.values())[1:]
+    assert got.return_annotation == whole.return_annotation
+    assert getattr(DraftOrganizer, method).__qualname__ == f"DraftOrganizer.{method}"
+    assert fronted.__name__ in getattr(DraftOrganizer, method).__doc__
 
 
 def test_the_chain_verify_path_takes_the_general_paths_arguments_the_worker_hands_it():

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import torch
-from torch import Tensor
 
 from . import chain, layout, organize
 from ._backend import resolve_backend
 from ._compile import Path, path_functions
+from ._forwarding import cut, forwarding
 from ._modes import compiled_paths
 from .arguments import as_device, require_config, require_int
 from .config import DraftConfig
-from .types import DraftTree, MaskMode, MaxBatchWarning, Tensors, VerifyTree
+from .organize import organize_multilayer, organize_tree
+from .types import MaxBatchWarning
 
+P = ParamSpec("P")
+R = TypeVar("R")
 # Each path: its torch function, its contract, chain constants, per-call ints, kernel (if any).
 ORGANIZED, VERIFY = chain.chain_constants, chain.chain_verify_constants
 PATHS = {
@@ -34,11 +38,40 @@ ROUTES: dict[str, tuple[Any, str, str, slice]] = {
 }
 
 
+def _route(method: str, worker: DraftOrganizer, *args: Any) -> Any:
+    """The one guard; no warning where dynamo traces (it cannot trace ``warnings.warn``)."""
+    checks, general, chain_path, taken = ROUTES[method]
+    checked = checks(worker.config, *args, where=f"DraftOrganizer.{method}", **worker._site)
+    lead = checked[1][0] if isinstance(checked[1], (list, tuple)) else checked[1]
+    constants = worker._constants
+    if chain_path in constants and lead.shape[0] <= worker.max_bs:  # all tensors have bs
+        return worker._fns[chain_path](constants[chain_path], *checked[taken])
+    if chain_path in constants and not torch.compiler.is_compiling() and not worker._warned:
+        worker._warned = True
+        warnings.warn(MaxBatchWarning.about(lead.shape[0], worker.max_bs), stacklevel=3)
+    return worker._fns[general](*checked)
+
+
+def _method(
+    name: str, fn: Callable[Concatenate[DraftConfig, P], R]
+) -> Callable[Concatenate[DraftOrganizer, P], R]:
+    """The method ``name``: ``fn``'s parameters after ``cfg``, and the guard."""
+    doc = f"As :func:`~eagle_fn.{fn.__name__}` with the worker's config (semantics §6)."
+    signature, qualname = cut(fn, slice(1, None), "self"), f"DraftOrganizer.{name}"
+    return forwarding(name, signature, _route, name, qualname=qualname, doc=doc)
+
+
 class DraftOrganizer:
     """The thin stateful front of eagle_fn for a serving engine's draft loop (semantics §6):
     a chain config within ``max_bs`` takes cached constants (shared read-only views), the
     rest the general path, with identical values. ``compile`` and ``backend`` override
-    ``EAGLE_FN_COMPILE`` and ``EAGLE_FN_BACKEND``."""
+    ``EAGLE_FN_COMPILE`` and ``EAGLE_FN_BACKEND``. Each method takes the arguments of the
+    function it fronts, less ``cfg``."""
+
+    # Fronted by name: in this class body ``organize`` is the method, not the module.
+    organize = _method("organize", organize_multilayer)
+    organize_steps = _method("organize_steps", organize_tree)
+    build_verify = _method("build_verify", layout.build_verify_tree)
 
     def __init__(
         self,
@@ -64,37 +97,3 @@ class DraftOrganizer:
         made = {n: p.constants for n, p in PATHS.items() if p.constants and cfg.is_chain}
         constants = {n: c(cfg, max_bs=self.max_bs, device=self.device) for n, c in made.items()}
         self.config, self._fns, self._constants = cfg, fns, constants
-
-    def organize(self, topk_p: Tensor, topk_index: Tensor) -> DraftTree:
-        """``[bs, num_steps]`` each, organized as :func:`~eagle_fn.organize_multilayer` would."""
-        return self._route("organize", topk_p, topk_index)
-
-    def organize_steps(
-        self, score_list: Tensors, token_list: Tensors, parents_list: Tensors
-    ) -> DraftTree:
-        """A draft loop's per-step lists organized, as :func:`~eagle_fn.organize_tree` would."""
-        return self._route("organize_steps", score_list, token_list, parents_list)
-
-    def build_verify(
-        self,
-        tree: DraftTree,
-        bonus_tokens: Tensor,
-        seq_lens: Tensor,
-        *,
-        mask_mode: MaskMode = MaskMode.QLEN,
-        seq_lens_sum: int | None = None,
-    ) -> VerifyTree:
-        """``tree`` laid out as :func:`~eagle_fn.build_verify_tree` would, with its keywords."""
-        return self._route("build_verify", tree, bonus_tokens, seq_lens, mask_mode, seq_lens_sum)
-
-    def _route(self, method: str, *args: Any) -> Any:
-        """The one guard; no warning where dynamo traces (it cannot trace ``warnings.warn``)."""
-        checks, general, chain_path, taken = ROUTES[method]
-        checked = checks(self.config, *args, where=f"DraftOrganizer.{method}", **self._site)
-        lead = checked[1][0] if isinstance(checked[1], (list, tuple)) else checked[1]
-        if chain_path in self._constants and lead.shape[0] <= self.max_bs:  # all tensors have bs
-            return self._fns[chain_path](self._constants[chain_path], *checked[taken])
-        if chain_path in self._constants and not torch.compiler.is_compiling() and not self._warned:
-            self._warned = True
-            warnings.warn(MaxBatchWarning.about(lead.shape[0], self.max_bs), stacklevel=3)
-        return self._fns[general](*checked)
