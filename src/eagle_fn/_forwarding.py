@@ -74,7 +74,6 @@ def _parameters(params: list[inspect.Parameter], scope: dict[str, Any]) -> str:
 
 def cut(fn: Callable[..., Any], taken: slice, first: str) -> inspect.Signature:
     """``fn``'s signature with its parameters cut to ``taken``, ``first`` put before them."""
-    params = list(inspect.signature(fn).parameters.values())[taken]
-    return inspect.signature(fn).replace(
-        parameters=[inspect.Parameter(first, inspect.Parameter.POSITIONAL_OR_KEYWORD), *params]
-    )
+    whole = inspect.signature(fn)
+    lead = inspect.Parameter(first, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return whole.replace(parameters=[lead, *list(whole.parameters.values())[taken]])
