@@ -153,13 +153,9 @@ def kernel_core(reference: F, compute: Callable[..., Any]) -> F:
     (:func:`eagle_fn._forwarding.forwarding` writes it out): the worker swaps one for the
     other, and compiled paths key their shapes specs by parameter name.
     """
-    core = forwarding(reference.__name__, inspect.signature(reference), compute)
-    core = functools.wraps(reference)(core)
-    core.__module__ = compute.__module__
-    core.__doc__ = (
-        f":func:`{reference.__module__}.{reference.__name__}` in one fused launch (unchecked)."
-    )
-    return cast(F, core)
+    name = reference.__name__
+    doc = f":func:`{reference.__module__}.{name}` in one fused launch (unchecked)."
+    return cast(F, forwarding(name, inspect.signature(reference), compute, doc=doc))
 
 
 def fused(
