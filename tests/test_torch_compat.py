@@ -18,6 +18,7 @@ from eagle_fn import (
     DraftConfig,
     MaskMode,
     _compile,
+    _eager,
     build_verify_tree,
     chain_constants,
     organize_multilayer,
@@ -263,6 +264,74 @@ def test_past_the_recompile_limit_calls_run_eagerly_with_one_warning(fresh_dynam
     ]
 
 
+@pytest.mark.parametrize("features", FEATURES)
+def test_a_refused_call_does_not_ask_dynamo_again(fresh_dynamo, features, monkeypatch):
+    # Dynamo's refusal costs milliseconds a call (guard failure reasons, a log record): a
+    # call like one it refused runs eagerly at once; a width compiled before still runs its
+    # graph, and a new width still asks.
+    entered = []
+
+    def counting(real):
+        def compile_counted(*args):
+            compiled = real(*args)
+
+            def enter(x):
+                entered.append(x.shape[1])
+                return compiled(x)
+
+            return enter
+
+        return compile_counted
+
+    for name in ("compile_with_spec", "compile_with_marks"):
+        monkeypatch.setattr(_compile, name, counting(getattr(_compile, name)))
+    limit = torch._dynamo.config.recompile_limit
+    scaled = _compile.compile_fn(
+        _scaled, enabled=True, shapes={"x": _compile.Batch(2)}, features=features, backend="eager"
+    )
+    refused, past = limit + 1, limit + 2
+    widths = [*range(1, limit + 2), refused, refused, 1, past, past, refused]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for width in widths:
+            x = torch.arange(2 * width).view(2, width)
+            assert torch.equal(scaled(x), x * 3)
+    assert entered == [*range(1, limit + 2), 1, past]
+    assert graphs() == limit
+    assert sum("recompile limit" in str(w.message) for w in caught) == 1
+
+
+def test_a_refused_variant_is_its_tensors_layout_and_the_global_modes():
+    # The wrapper alone, with a compiled function that always refuses: each call it is asked
+    # is a variant it had not refused yet. An unbacked int's value is not part of a variant.
+    limit_hit = importlib.import_module("torch._dynamo.exc").FailOnRecompileLimitHit
+    asked = []
+
+    def refusing(x, n):
+        asked.append(n)
+        raise limit_hit("recompile limit reached")
+
+    def add(x, n):
+        return x + n
+
+    shapes = {"x": _compile.Batch(1), "n": _compile.UnbackedInt()}
+    call = _eager.eager_when_needed(add, refusing, shapes)
+    x = torch.ones(3)
+    with pytest.warns(UserWarning, match="recompile limit"):
+        assert call(x, 1).tolist() == [2, 2, 2]
+    assert call(x, 2).tolist() == [3, 3, 3]  # the same variant: not asked
+    assert call(torch.ones(5), n=4).tolist() == [5] * 5  # only the batch dim differs
+    call(x.double(), 1)
+    call(torch.ones(3, 2).t()[0], 1)  # a strided view
+    call(x.requires_grad_(), 1)
+    with torch.no_grad():
+        call(x, 1)
+    with torch.inference_mode():
+        call(torch.ones(3), 1)
+    call(torch.ones(3, 2), 5)  # a new dim after the batch
+    assert asked == [1, 1, 1, 1, 1, 1, 5]
+
+
 def test_only_the_recompile_limit_sends_a_call_to_the_eager_function():
     # The wrapper alone: a compiled call that fails for any other reason raises that error.
     limit_hit = importlib.import_module("torch._dynamo.exc").FailOnRecompileLimitHit
@@ -275,12 +344,12 @@ def test_only_the_recompile_limit_sends_a_call_to_the_eager_function():
         raise ValueError("not a dynamo refusal")
 
     with pytest.warns(UserWarning, match="reached torch._dynamo's recompile limit"):
-        assert _compile._eager_when_needed(_scaled, refusing, shapes)(torch.ones(2)).tolist() == [
+        assert _eager.eager_when_needed(_scaled, refusing, shapes)(torch.ones(2)).tolist() == [
             3,
             3,
         ]
     with pytest.raises(ValueError, match="not a dynamo refusal"):
-        _compile._eager_when_needed(_scaled, failing, shapes)(torch.ones(2))
+        _eager.eager_when_needed(_scaled, failing, shapes)(torch.ones(2))
 
 
 def test_the_recompile_limit_warning_names_the_workers_caller():
@@ -290,7 +359,7 @@ def test_the_recompile_limit_warning_names_the_workers_caller():
     def refusing(x):
         raise limit_hit("recompile limit reached")
 
-    compiled = _compile._eager_when_needed(_scaled, refusing, {"x": _compile.Batch(1)})
+    compiled = _eager.eager_when_needed(_scaled, refusing, {"x": _compile.Batch(1)})
 
     def route(x):
         return compiled(x)

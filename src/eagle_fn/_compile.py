@@ -4,14 +4,10 @@ worker's compiled path functions (which of them compile: :mod:`eagle_fn._modes`)
 
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
-
-import torch
 
 from ._backend import Backend
 from ._dynamic import (
@@ -23,7 +19,8 @@ from ._dynamic import (
     compile_with_spec,
     torch_features,
 )
-from ._memo import faking, memoized
+from ._eager import eager_when_needed
+from ._memo import memoized
 from ._modes import ENV_VAR
 from .config import DraftConfig
 from .contracts import Contract, shape_dims
@@ -43,8 +40,8 @@ def compile_fn(
     """``fn`` compiled as one full graph with the given dynamic arguments, or ``fn`` itself.
 
     Arguments not in ``shapes`` are static; batch sizes are unbacked (``dynamic=True`` would
-    specialize 0 and 1), an empty batch calls ``fn`` itself (:func:`_eager_when_needed`). No
-    global dynamo or inductor setting changes and no caller's tensor is written.
+    specialize 0 and 1), an empty batch calls ``fn`` itself (:mod:`eagle_fn._eager`). No global
+    dynamo or inductor setting changes and no caller's tensor is written.
 
     Args:
         fn: the pure function to compile.
@@ -63,72 +60,14 @@ def compile_fn(
     features = torch_features() if features is None else features
     how = _how(backend, _INDUCTOR_OPTIONS if options is None else options)
     if features.spec_keyword is not None:
-        return _eager_when_needed(fn, compile_with_spec(fn, shapes, features, how), shapes)
+        return eager_when_needed(fn, compile_with_spec(fn, shapes, features, how), shapes)
     if features.mark_unbacked:
-        return _eager_when_needed(fn, compile_with_marks(fn, shapes, how), shapes)
+        return eager_when_needed(fn, compile_with_marks(fn, shapes, how), shapes)
     raise RuntimeError(
         "this torch offers neither a shapes spec (torch.fx.experimental.dynamic_spec) nor "
         "torch._dynamo.decorators.mark_unbacked(shape_id=...); compile with "
         f"{ENV_VAR}=0 or upgrade torch (eagle_fn needs torch>=2.11)"
     )
-
-
-def _eager_when_needed(
-    fn: Callable[..., Any], compiled: Callable[..., Any], shapes: Mapping[str, DynamicArg]
-) -> Callable[..., Any]:
-    """``compiled``, except where ``fn`` itself must run.
-
-    - A call whose first batch argument has no rows: on CUDA, torch 2.11's inductor launches
-      its own kernels for an empty unbacked batch with a grid computation that divides by
-      zero (seen on an H200, 2026-11-30); an empty batch has nothing to fuse, so every
-      device takes the eager call. The check reads a shape: no host sync.
-    - A call dynamo refuses once this function has as many graphs as its recompile limit
-      (``torch._dynamo.config.recompile_limit``, 8 by default): each mask mode, grad mode,
-      score dtype or input layout compiles one, and a ``fullgraph`` compile past the limit
-      raises. Values stay exact; a warning, once, says the compiled path is being missed.
-    - A call under fake tensors (``FakeTensorMode``, ``make_fx``): the compiled code would
-      read their data pointers (a segfault on CPU), and FX cannot trace a compiled function.
-
-    Inside a caller's torch.compile region the compiled call is traced as it is."""
-    batches = [(name, arg) for name, arg in shapes.items() if isinstance(arg, Batch)]
-    name, batch = batches[0] if batches else ("", None)
-    position = list(inspect.signature(fn).parameters).index(name) if batches else -1
-    warned: list[bool] = []
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if batch is not None and not torch.compiler.is_compiling():
-            value = args[position] if position < len(args) else kwargs[name]
-            rows = value[0] if batch.length is not None else value  # a list: its first step
-            if rows.shape[0] == 0 or faking():
-                return fn(*args, **kwargs)
-        try:
-            return compiled(*args, **kwargs)
-        except Exception as error:
-            if not isinstance(error, _recompile_limit_hit()):
-                raise
-            if not warned:
-                warned.append(True)
-                _warn_limit_hit(fn)
-            return fn(*args, **kwargs)
-
-    return call
-
-
-def _warn_limit_hit(fn: Callable[..., Any]) -> None:
-    warnings.warn(
-        f"eagle_fn: the compiled {fn.__name__} reached torch._dynamo's recompile limit (one "
-        f"graph per mask mode, dtype, input layout and torch global setting: grad mode, "
-        f"autocast, default dtype and device, ...); calls needing a new graph run eagerly",
-        stacklevel=5,  # past this, the compiled call, the worker's _route and method: its caller
-    )
-
-
-@functools.cache
-def _recompile_limit_hit() -> type[BaseException] | tuple[()]:
-    """What a fullgraph compile raises past its recompile limit (looked up once one raised:
-    importing dynamo costs seconds)."""
-    return getattr(importlib.import_module("torch._dynamo.exc"), "FailOnRecompileLimitHit", ())
 
 
 def _check_shapes(fn: Callable[..., Any], shapes: Mapping[str, DynamicArg]) -> None:
