@@ -40,6 +40,7 @@ from helpers.trees import (
 )
 
 I64 = torch.int64
+META_TREE = DraftTree(*(t.to("meta") for t in SPEC_TREE))
 
 
 def mask_values(mask):
@@ -367,6 +368,12 @@ def zero_call(cfg):
             ValueError,
             r"bonus_tokens is on meta, expected cpu \(the device of the tree\)",
         ),
+        (
+            (SPEC_CFG, META_TREE, SPEC_BONUS.to("meta"), SPEC_SEQ_LENS.to("meta")),
+            {"mask_mode": MaskMode.FULL},  # no values to sum: not a raw error from .item()
+            ValueError,
+            r"build_verify_tree: a FULL mask of meta tensors needs seq_lens_sum",
+        ),
         *(
             (
                 zero_call(cfg),
@@ -382,6 +389,22 @@ def zero_call(cfg):
 def test_bad_inputs(args, kwargs, error, match):
     with pytest.raises(error, match=match):
         build_verify_tree(*args, **kwargs)
+
+
+def test_a_full_mask_of_meta_tensors_takes_its_length_from_seq_lens_sum():
+    vt = build_verify_tree(
+        SPEC_CFG,
+        META_TREE,
+        SPEC_BONUS.to("meta"),
+        SPEC_SEQ_LENS.to("meta"),
+        mask_mode=MaskMode.FULL,
+        seq_lens_sum=int(SPEC_SEQ_LENS.sum()),
+    )
+    full = build_verify_tree(
+        SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS, mask_mode=MaskMode.FULL
+    )
+    for meta, real in zip(vt, full, strict=True):
+        assert (meta.device.type, meta.shape, meta.dtype) == ("meta", real.shape, real.dtype)
 
 
 def test_is_valid_tree_bad_inputs():

@@ -57,9 +57,9 @@ def build_verify_tree(
         bonus_tokens: the last verified token of each request (the root), int64.
         seq_lens: verified tokens of each request before this round, int64.
         mask_mode: the tree-mask layout.
-        seq_lens_sum: ``sum(seq_lens)``, sizes the FULL mask without a host sync; derived
-            from ``seq_lens`` (one device sync) when omitted. A wrong value cannot be
-            detected without that sync: cells past the length are dropped. FULL only.
+        seq_lens_sum: ``sum(seq_lens)``, sizes the FULL mask without a host sync (FULL
+            only); derived from ``seq_lens`` (one device sync; not on meta) when omitted. A
+            wrong value cannot be detected without that sync: cells past it are dropped.
 
     Shapes: ``bonus_tokens, seq_lens [bs]`` -> see :class:`VerifyTree`.
 
@@ -258,9 +258,7 @@ def layout_mask(visible: Tensor, seq_lens: Tensor, mode: MaskMode, total: int) -
 def bitpack(visible: Tensor) -> Tensor:
     """One integer per row, bit ``j`` for column ``j``: ``[bs, N, N] -> [bs * N]``."""
     n = visible.shape[-1]
-    weights = torch.ones(n, dtype=torch.int64, device=visible.device) << torch.arange(
-        n, device=visible.device
-    )  # [N] 1, 2, 4, ...
+    weights = 1 << torch.arange(n, device=visible.device)  # [N] int64 1, 2, 4, ...
     packed = (visible * weights).sum(-1)  # [bs, N] int64
     return packed.flatten().to(bitpacked_dtype(n))  # [bs * N]
 
@@ -287,6 +285,8 @@ def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
 def full_mask_length(where: str, seq_lens: Tensor, n: int, seq_lens_sum: object) -> int:
     """The FULL mask's length, ``N * sum(seq_lens) + bs * N * N``."""
     name = "seq_lens_sum"
+    if seq_lens_sum is None and seq_lens.is_meta:  # no values to sum
+        raise ValueError(f"{where}: a FULL mask of meta tensors needs seq_lens_sum")
     if seq_lens_sum is None:  # the one host sync, avoidable by passing it
         name, seq_lens_sum = "sum(seq_lens)", int(seq_lens.sum())
         if torch.compiler.is_compiling():  # unbacked in a caller's graph: asserted as it runs
