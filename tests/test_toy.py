@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from eagle_fn import DraftConfig
-from eagle_fn.toy import greedy_generate, speculative_generate, toy_models
+from eagle_fn.toy import (
+    ToyModel,
+    greedy_generate,
+    sample_generate,
+    speculative_generate,
+    toy_models,
+)
 
 CONFIGS = [
     DraftConfig.chain(1),
@@ -126,3 +132,28 @@ def test_speculative_generate_names_mismatched_models():
         speculative_generate(cfg, TARGET, 3, PROMPTS, 4)
     with pytest.raises(TypeError, match=r"speculative_generate: cfg must be a DraftConfig"):
         speculative_generate(None, TARGET, DRAFT, PROMPTS, 4)
+
+
+def test_speculative_generate_checks_topk_and_generator_before_drafting():
+    with pytest.raises(ValueError, match=r"speculative_generate: topk = 9 exceeds the vocabulary"):
+        speculative_generate(DraftConfig(9, 1, 2), TARGET, DRAFT, PROMPTS, 4)
+    greedy = speculative_generate(DraftConfig(8, 1, 2), TARGET, DRAFT, PROMPTS, 4)  # all 8
+    assert torch.equal(greedy.tokens, greedy_generate(TARGET, PROMPTS, 4))
+    for generate, args in [
+        (speculative_generate, (DraftConfig.chain(2), TARGET, DRAFT, PROMPTS, 4)),
+        (sample_generate, (TARGET, PROMPTS, 4)),
+    ]:
+        name = generate.__name__
+        match = rf"{name}: generator must be a torch.Generator or None, got int"
+        with pytest.raises(TypeError, match=match):
+            generate(*args, temperature=0.8, generator=1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_generator_on_another_device_type_than_the_prompts_is_refused():
+    target, draft = (ToyModel(model.table.cuda()) for model in (TARGET, DRAFT))
+    match = r"speculative_generate: generator is on cpu, prompts on cuda:0"
+    with pytest.raises(ValueError, match=match):
+        speculative_generate(
+            DraftConfig.chain(2), target, draft, PROMPTS.cuda(), 4, generator=torch.Generator()
+        )

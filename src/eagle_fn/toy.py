@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, cast
 import torch
 from torch import Tensor
 
-from .arguments import require_config, require_int, show
+from .arguments import require_config, require_int, require_type, show
 from .config import DraftConfig
 from .contracts import FLOAT, Arg, contract, fields
 from .probs import draw_uniforms, target_probs_from_logits
@@ -104,6 +104,7 @@ def sample_generate(
     """
     _check_generate("sample_generate", (target,), prompts, max_new_tokens)
     temps = _temperatures("sample_generate", temperature, prompts)
+    _check_generator("sample_generate", generator, prompts)
 
     def sample(logits: Tensor) -> Tensor:
         probs = target_probs_from_logits(logits, temps)  # [bs, V]
@@ -144,7 +145,7 @@ def speculative_generate(
 
     Shapes: ``prompts [bs, >= 2]`` int64 -> ``tokens [bs, max_new_tokens]``.
     """
-    temps = _check_speculative(cfg, target, draft, prompts, max_new_tokens, temperature)
+    temps = _check_speculative(cfg, target, draft, prompts, max_new_tokens, temperature, generator)
     bs = prompts.shape[0]
     worker = DraftOrganizer(cfg, max_bs=max(bs, 1), device=prompts.device)
     # A round commits up to num_steps + 1 tokens; one more column catches discarded writes.
@@ -257,13 +258,28 @@ def _check_generate(
 
 
 def _check_speculative(
-    cfg: Any, target: Any, draft: Any, prompts: Any, max_new_tokens: Any, temperature: Any
+    cfg: Any, target: Any, draft: Any, prompts: Any, tokens: Any, temperature: Any, gen: Any
 ) -> Tensor | None:
     """speculative_generate's checks; returns the per-request temperatures, None if greedy."""
-    require_config("speculative_generate", cfg)
-    _check_generate("speculative_generate", (target, draft), prompts, max_new_tokens)
+    where = "speculative_generate"
+    require_config(where, cfg)
+    _check_generate(where, (target, draft), prompts, tokens)
+    if cfg.topk > draft.vocab:  # the draft keeps its top k tokens a step
+        raise ValueError(f"{where}: topk = {cfg.topk} exceeds the vocabulary of {draft.vocab}")
+    _check_generator(where, gen, prompts)
     greedy = not isinstance(temperature, Tensor) and temperature == 0
-    return None if greedy else _temperatures("speculative_generate", temperature, prompts)
+    return None if greedy else _temperatures(where, temperature, prompts)
+
+
+def _check_generator(where: str, generator: object, prompts: Tensor) -> None:
+    """The coins' source: None or a torch.Generator on the prompts' device type."""
+    if generator is None:
+        return
+    found = require_type(
+        where, "generator", generator, torch.Generator, "a torch.Generator or None"
+    )
+    if found.device.type != prompts.device.type:
+        raise ValueError(f"{where}: generator is on {found.device}, prompts on {prompts.device}")
 
 
 def _temperatures(where: str, temperature: object, prompts: Tensor) -> Tensor:
