@@ -5,7 +5,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eagle_fn import DraftConfig, DraftTree
+from eagle_fn import DraftConfig, DraftTree, select_top_k
 from eagle_fn.contracts import _REMEMBERED, FLOAT, Arg, contract, fields
 from eagle_fn.organize import MULTILAYER, ORGANIZE_TREE
 from eagle_fn.verify import VERIFY_GREEDY
@@ -224,6 +224,37 @@ def test_a_symbol_is_bound_by_its_first_occurrence():
         ValueError, match=r"^square: m must have shape \[n, n\] = \[2, 2\], got \[2, 3\]$"
     ):
         square(None, torch.zeros(2, 3, dtype=torch.int64))
+
+
+def test_a_symbol_another_tensor_bound_is_named_with_that_tensor():
+    # The wrong argument may be the one that bound bs: the message says where bs came from,
+    # for each symbol another tensor gave (a config's symbols and the slot's own are plain).
+    pair = contract(
+        "pair",
+        config=False,
+        scores=Arg("[bs, k]", FLOAT),
+        rows=Arg("[bs * k, m]", FLOAT),
+        lone=Arg("[bs, m, k]", FLOAT),
+    )
+    scores, rows = torch.zeros(4, 2), torch.zeros(8, 3)
+    with pytest.raises(
+        ValueError,
+        match=r"^pair: rows must have shape \[bs \* k, m\] = \[8, 3\], got \[6, 3\] "
+        r"\(bs = 4 from scores; k = 2 from scores\)$",
+    ):
+        pair(None, scores, torch.zeros(6, 3), torch.zeros(4, 3, 2))
+    with pytest.raises(
+        ValueError,
+        match=r"^pair: lone must have shape \[bs, m, k\] = \[4, 3, 2\], got \[4, 3, 5\] "
+        r"\(bs = 4 from scores; m = 3 from rows; k = 2 from scores\)$",
+    ):
+        pair(None, scores, rows, torch.zeros(4, 3, 5))
+    with pytest.raises(
+        ValueError, match=r"^select_top_k: topk_p .* got \[6, 2\] \(bs = 4 from scores\)$"
+    ):
+        select_top_k(
+            TREE_CFG, 1, torch.rand(6, 2), torch.zeros(6, 2, dtype=torch.int64), torch.rand(4, 2)
+        )
 
 
 def test_batch_shapes_take_each_arguments_first_alternative():

@@ -51,7 +51,8 @@ CASES = {
         lambda s, t, p: eagle_fn.organize_tree(TREE_CFG, s, t, p),
         LISTS,
         (LISTS[0], [LISTS[1][0], LISTS[1][1][:, :3]], LISTS[2]),
-        "organize_tree: token_list[1] must have shape [bs, topk * topk] = [2, 4], got [2, 3]",
+        "organize_tree: token_list[1] must have shape [bs, topk * topk] = [2, 4], got [2, 3] "
+        "(bs = 2 from score_list[0])",
     ),
     "organize_multilayer": (
         lambda p, i: eagle_fn.organize_multilayer(CHAIN_CFG, p, i),
@@ -69,32 +70,36 @@ CASES = {
         lambda b, s: eagle_fn.build_verify_tree(TREE_CFG, TREE, b, s),
         (BONUS, SEQ_LENS),
         (BONUS, SEQ_LENS[:1]),
-        "build_verify_tree: seq_lens must have shape [bs] = [2], got [1]",
+        "build_verify_tree: seq_lens must have shape [bs] = [2], got [1] "
+        "(bs = 2 from tree.top_scores_index)",
     ),
     "is_valid_tree": (
         lambda p: eagle_fn.is_valid_tree(TREE_CFG, TREE._replace(parent_list=p)),
         (TREE.parent_list,),
         (TREE.parent_list[:, :2],),
-        "is_valid_tree: tree.parent_list must have shape [bs, parent_width] = [2, 3], got [2, 2]",
+        "is_valid_tree: tree.parent_list must have shape [bs, parent_width] = [2, 3], got [2, 2] "
+        "(bs = 2 from tree.top_scores_index)",
     ),
     "verify_greedy": (
         lambda t: eagle_fn.verify_greedy(TREE_CFG, VT, t),
         (torch.zeros(8, dtype=torch.int64),),
         (torch.zeros(7, dtype=torch.int64),),
-        "verify_greedy: target_predict must have shape [bs * N] = [8] or [bs, N] = [2, 4], got [7]",
+        "verify_greedy: target_predict must have shape [bs * N] = [8] or [bs, N] = [2, 4], got [7] "
+        "(bs = 2 from verify_tree.retrieve_index)",
     ),
     "verify_sampling": (
         lambda q, u, f: eagle_fn.verify_sampling(TREE_CFG, VT, q, u, f),
         (PROBS, *COINS),
         (PROBS, COINS[0][:, :3], COINS[1]),
-        "verify_sampling: uniforms must have shape [bs, N] = [2, 4], got [2, 3]",
+        "verify_sampling: uniforms must have shape [bs, N] = [2, 4], got [2, 3] "
+        "(bs = 2 from verify_tree.retrieve_index)",
     ),
     "target_probs_from_logits": (
         lambda x, t: eagle_fn.target_probs_from_logits(x, t),
         (LOGITS, torch.ones(2)),
         (LOGITS, torch.ones(3)),
         "target_probs_from_logits: logits must have shape [bs, N, V] = [3, N, V] or "
-        "[rows, V], got [2, 4, 6]",
+        "[rows, V], got [2, 4, 6] (bs = 3 from temperature)",
     ),
 }
 

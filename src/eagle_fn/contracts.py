@@ -144,10 +144,11 @@ class Contract:
         if self.chain_only and cfg is not None and not cfg.is_chain:
             raise ValueError(f"{where}: {self.chain_only.format(topk=cfg.topk)}")
         env, seen = symbols(cfg), device.get("device")
+        origin: dict[str, str] = {}  # each symbol a tensor bound: that tensor's name
         label = device.get("device_label") or self.device_label
         for slot, value in zip(_slots(self, cfg), self._tensors(cfg, values, where), strict=True):
             tensor = require_tensor(where, slot.name, value)
-            _check_shape(where, slot, tensor, env)
+            _check_shape(where, slot, tensor, env, origin)
             kind, members = slot.dtype
             if tensor.dtype not in members:
                 raise TypeError(f"{where}: {slot.name} must be {kind}, got {tensor.dtype}")
@@ -201,8 +202,11 @@ def fields(tuple_type: type, /, **args: Arg) -> Fields:
     return Fields(tuple_type, tuple(args.items()))
 
 
-def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -> None:
-    """Checks ``tensor`` against the slot's shape (or any alternative); binds new symbols."""
+def _check_shape(
+    where: str, slot: _Slot, tensor: Tensor, env: dict[str, int], origin: dict[str, str]
+) -> None:
+    """Checks ``tensor`` against the slot's shape (or any alternative); binds new symbols,
+    noting in ``origin`` that this slot bound them."""
     shapes = slot.shape.split(" or ")
     for shape in shapes:
         dims, trial, lone = shape_dims(shape), dict(env), len(shapes) == 1
@@ -216,11 +220,19 @@ def _check_shape(where: str, slot: _Slot, tensor: Tensor, env: dict[str, int]) -
         except KeyError:  # a product with an unknown symbol: not this alternative
             continue
         if tensor.shape == expected or lone:  # a lone shape binds what it can
+            origin.update((d, slot.name) for d in trial if d not in env)
             env.update(trial)
         if tensor.shape == expected:
             return
     wanted = " or ".join(_wanted(shape, env) for shape in shapes)
-    raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}")
+    names = dict.fromkeys(w for s in shapes for d in shape_dims(s) for w in d.split())
+    bound = [
+        f"{w} = {env[w]} from {origin[w]}" for w in names if origin.get(w, slot.name) != slot.name
+    ]
+    why = f" ({'; '.join(bound)})" if bound else ""  # a symbol another tensor gave
+    raise ValueError(
+        f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}{why}"
+    )
 
 
 def _unbound(dim: str, env: dict[str, int]) -> bool:
