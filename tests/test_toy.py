@@ -5,7 +5,6 @@ import torch
 
 from eagle_fn import DraftConfig
 from eagle_fn.toy import (
-    ToyModel,
     greedy_generate,
     sample_generate,
     speculative_generate,
@@ -147,13 +146,3 @@ def test_speculative_generate_checks_topk_and_generator_before_drafting():
         match = rf"{name}: generator must be a torch.Generator or None, got int"
         with pytest.raises(TypeError, match=match):
             generate(*args, temperature=0.8, generator=1)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_a_generator_on_another_device_type_than_the_prompts_is_refused():
-    target, draft = (ToyModel(model.table.cuda()) for model in (TARGET, DRAFT))
-    match = r"speculative_generate: generator is on cpu, prompts on cuda:0"
-    with pytest.raises(ValueError, match=match):
-        speculative_generate(
-            DraftConfig.chain(2), target, draft, PROMPTS.cuda(), 4, generator=torch.Generator()
-        )

@@ -207,7 +207,7 @@ def _check_shape(
 ) -> None:
     """Checks ``tensor`` against the slot's shape (or any alternative); binds new symbols,
     noting in ``origin`` that this slot bound them."""
-    shapes = slot.shape.split(" or ")
+    shapes, prior = slot.shape.split(" or "), dict(origin)  # what other tensors bound
     for shape in shapes:
         dims, trial, lone = shape_dims(shape), dict(env), len(shapes) == 1
         if lone and len(dims) != tensor.dim() and any(_unbound(d, env) for d in dims):
@@ -225,14 +225,10 @@ def _check_shape(
         if tensor.shape == expected:
             return
     wanted = " or ".join(_wanted(shape, env) for shape in shapes)
-    names = dict.fromkeys(w for s in shapes for d in shape_dims(s) for w in d.split())
-    bound = [
-        f"{w} = {env[w]} from {origin[w]}" for w in names if origin.get(w, slot.name) != slot.name
-    ]
-    why = f" ({'; '.join(bound)})" if bound else ""  # a symbol another tensor gave
-    raise ValueError(
-        f"{where}: {slot.name} must have shape {wanted}, got {show(tensor.shape)}{why}"
-    )
+    used = dict.fromkeys(w for s in shapes for d in shape_dims(s) for w in d.split() if w in prior)
+    given = "; ".join(f"{w} = {env[w]} from {prior[w]}" for w in used)
+    got = show(tensor.shape) + (f" ({given})" if given else "")
+    raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {got}")
 
 
 def _unbound(dim: str, env: dict[str, int]) -> bool:

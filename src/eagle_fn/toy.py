@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import NoneType
 from typing import Any, NamedTuple, cast
 
 import torch
@@ -102,9 +103,8 @@ def sample_generate(
     Shapes: ``prompts [bs, >= 2]``, ``temperature`` a float or ``[bs]`` ->
     ``[bs, max_new_tokens]``.
     """
-    _check_generate("sample_generate", (target,), prompts, max_new_tokens)
+    _check_generate("sample_generate", (target,), prompts, max_new_tokens, generator)
     temps = _temperatures("sample_generate", temperature, prompts)
-    _check_generator("sample_generate", generator, prompts)
 
     def sample(logits: Tensor) -> Tensor:
         probs = target_probs_from_logits(logits, temps)  # [bs, V]
@@ -242,7 +242,7 @@ def _last_two(
 
 
 def _check_generate(
-    where: str, models: tuple[Any, ...], prompts: object, max_new_tokens: object
+    where: str, models: tuple[Any, ...], prompts: object, max_new_tokens: object, gen: object = None
 ) -> None:
     # A demo utility, off any hot path: it may read the prompts' values to check them.
     GENERATE[len(models)](None, *models, prompts, where=where)
@@ -255,6 +255,7 @@ def _check_generate(
     if not bool(((tokens >= 0) & (tokens < vocab)).all()):
         raise ValueError(f"{where}: prompts must hold token ids in [0, {vocab})")
     require_int(where, "max_new_tokens", max_new_tokens, 0)
+    require_type(where, "generator", gen, (torch.Generator, NoneType), "a torch.Generator or None")
 
 
 def _check_speculative(
@@ -263,23 +264,11 @@ def _check_speculative(
     """speculative_generate's checks; returns the per-request temperatures, None if greedy."""
     where = "speculative_generate"
     require_config(where, cfg)
-    _check_generate(where, (target, draft), prompts, tokens)
+    _check_generate(where, (target, draft), prompts, tokens, gen)
     if cfg.topk > draft.vocab:  # the draft keeps its top k tokens a step
         raise ValueError(f"{where}: topk = {cfg.topk} exceeds the vocabulary of {draft.vocab}")
-    _check_generator(where, gen, prompts)
     greedy = not isinstance(temperature, Tensor) and temperature == 0
     return None if greedy else _temperatures(where, temperature, prompts)
-
-
-def _check_generator(where: str, generator: object, prompts: Tensor) -> None:
-    """The coins' source: None or a torch.Generator on the prompts' device type."""
-    if generator is None:
-        return
-    found = require_type(
-        where, "generator", generator, torch.Generator, "a torch.Generator or None"
-    )
-    if found.device.type != prompts.device.type:
-        raise ValueError(f"{where}: generator is on {found.device}, prompts on {prompts.device}")
 
 
 def _temperatures(where: str, temperature: object, prompts: Tensor) -> Tensor:
