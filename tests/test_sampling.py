@@ -12,6 +12,7 @@ from eagle_fn import (
     DraftConfig,
     DraftTree,
     GreedyVerdict,
+    VerifyTree,
     build_verify_tree,
     draw_uniforms,
     target_probs_from_logits,
@@ -508,6 +509,27 @@ def test_greedy_chain_row_fails_when_the_draft_row_has_all_mass_at_the_argmax():
     assert as_lists(verify_sampling(CHAIN_CFG, CHAIN_VT, q, u, final, draft_probs=p)) == [
         [[0, -1, -1]], [0], [0, 0, 0]
     ]  # fmt: skip
+
+
+def test_greedy_chain_row_with_draft_probs_differs_where_a_malformed_chain_has_siblings():
+    # docs/sampling.md's other condition: the root's first child is node 1 (token 3, not the
+    # argmax 5), whose sibling link leads back to node 0 (token 5), a link no chain build
+    # makes. verify_greedy walks on to that sibling and accepts it; draft mode tries only
+    # the first child, rejects it and draws 5 from relu(q - p). Without draft_probs the
+    # target-only walk tries the sibling too, as greedy does.
+    cfg = DraftConfig.chain(1)
+    links = torch.tensor([[0, 1]]), torch.tensor([[1, -1]]), torch.tensor([[-1, 0]])
+    vt = VerifyTree(torch.tensor([5, 3]), torch.zeros(2, dtype=torch.int64),
+                    torch.ones(4, dtype=torch.bool), *links)  # fmt: skip
+    q = torch.zeros(2, 8)
+    q[:, 5] = 1.0  # greedy rows: the argmax is token 5
+    u, final = torch.tensor([[0.5, 0.5]]), torch.tensor([0.5])
+    greedy = verify_greedy(cfg, vt, torch.tensor([5, 5]))
+    assert as_lists(greedy) == [[[0, 0]], [1], [5, 0]]
+    plain = verify_sampling(cfg, vt, q, u, final)
+    assert as_lists(plain) == as_lists(greedy)
+    drafted = verify_sampling(cfg, vt, q, u, final, draft_probs=torch.full((2, 8), 0.1))
+    assert as_lists(drafted) == [[[0, -1]], [0], [5, 0]]
 
 
 @pytest.mark.parametrize(
