@@ -7,7 +7,7 @@ from unittest import mock
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from torch._dynamo.utils import counters
 
@@ -459,16 +459,38 @@ def select_cases(draw):
     return cfg, step, p, index, s
 
 
+def repeated_inf(cfg, topk_p, scores):
+    """Whether a request's products hold +inf twice (-inf * -inf): torch leaves their order
+    unspecified (neither can be a probability; docs/kernels.md), the kernel and the loop
+    reference take the lower index first."""
+    products = scores.unsqueeze(2) * topk_p.reshape(-1, cfg.topk, cfg.topk)  # [bs, k, k]
+    return bool(((products == math.inf).flatten(1).sum(1) > 1).any())
+
+
+# Found by the soak profile (2026-12-02): parent 2's score and two of its children's are -inf.
+_TWO_INFS = (
+    DraftConfig(5, 2, 2),
+    1,
+    torch.tensor([[0.0] * 5, [0.0] * 5, [0.0, 0.0, -math.inf, -math.inf, 0.0]])
+    .repeat(1, 5)
+    .view(15, 5),
+    torch.arange(75).view(15, 5),
+    torch.tensor([[0.0] * 5, [0.0] * 5, [0.0, 0.0, -math.inf, 0.0, 0.0]]),
+)
+
+
 @FEW
 @pytest.mark.parametrize("device", KERNEL_DEVICES)
 # The interpreter multiplies with NumPy, which warns on the -inf * 0 of these scores.
 @pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")
 @given(case=select_cases())
+@example(case=_TWO_INFS)
 def test_select_equals_torch_on_hard_values(case, device):
     cfg, step, p, index, scores = case
     args = (p.to(device), index.to(device), scores.to(device))
     out = kernels.select_top_k(cfg, step, *args)
-    assert_steps_equal(out, select_top_k(cfg, step, *args), device)
+    if not repeated_inf(cfg, p, scores):
+        assert_steps_equal(out, select_top_k(cfg, step, *args), device)
     expected = reference.select_top_k(cfg, step, p, index, scores)
     for name, values in expected.items():
         actual = getattr(out, name)
