@@ -1,8 +1,7 @@
 """The verify layout: a DraftTree laid out for the target's verify pass (masks, links).
 
 Also the tree primitives it is built from (parent nodes, the bounded ancestor walk, the
-retrieve links, the three mask layouts) and :func:`is_valid_tree`.
-"""
+retrieve links, the three mask layouts) and :func:`is_valid_tree`."""
 
 from __future__ import annotations
 
@@ -225,8 +224,7 @@ def retrieve_links(parent: Tensor) -> tuple[Tensor, Tensor]:
 
     Shapes: ``parent [bs, N]`` -> ``next_token, next_sibling [bs, N]`` (-1 for none).
     """
-    n = parent.shape[1]
-    node = torch.arange(n, device=parent.device)  # [N]
+    node = torch.arange(parent.shape[1], device=parent.device)  # [N]
     children = parent.unsqueeze(1) == node.unsqueeze(1)  # [bs, N (parent), N (child)]
     same_parent = (parent.unsqueeze(2) == parent.unsqueeze(1)) & (parent >= 0).unsqueeze(2)
     later = node.unsqueeze(1) < node  # [N, N] column after row
@@ -258,7 +256,9 @@ def layout_mask(visible: Tensor, seq_lens: Tensor, mode: MaskMode, total: int) -
 def bitpack(visible: Tensor) -> Tensor:
     """One integer per row, bit ``j`` for column ``j``: ``[bs, N, N] -> [bs * N]``."""
     n = visible.shape[-1]
-    weights = 1 << torch.arange(n, device=visible.device)  # [N] int64 1, 2, 4, ...
+    weights = torch.ones(n, dtype=torch.int64, device=visible.device) << torch.arange(
+        n, device=visible.device
+    )  # [N] 1, 2, 4, ...
     packed = (visible * weights).sum(-1)  # [bs, N] int64
     return packed.flatten().to(bitpacked_dtype(n))  # [bs * N]
 
