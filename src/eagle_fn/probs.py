@@ -103,7 +103,9 @@ def target_probs_from_logits(
     NaN logits count as ``-inf``, infinities stay. Temperature ``<= 0`` gives one-hot rows at
     the first largest logit (greedy rows verify exactly as :func:`~eagle_fn.verify_greedy`,
     docs/sampling.md); otherwise softmax, top-k, top-p, renormalized (a row with a ``+inf``
-    or no finite logit: all zero). Temperatures must be finite (unchecked).
+    or no finite logit: all zero). A positive temperature is taken into the computation's
+    positive finite range (so never rounded to 0 or inf); a NaN one gives zero rows
+    (unchecked: a sync).
 
     Args:
         logits: the target's logits at every node.
@@ -123,16 +125,26 @@ def target_probs_from_logits(
     bs, vocab = temperature.shape[0], logits.shape[-1]
     x = logits.reshape(bs, rows, vocab).to(compute_dtype(logits.dtype))  # [bs, N, V]
     x = torch.where(torch.isnan(x), -math.inf, x)  # [bs, N, V]
-    temps = temperature.to(x.dtype).view(bs, 1, 1)  # [bs, 1, 1]
-    greedy = temps <= 0  # [bs, 1, 1]
+    greedy, temps = _divisors(temperature, x.dtype)  # [bs, 1, 1] each
     # Shifted to the row's max before dividing: a tiny temperature cannot overflow to inf.
     shifted = x - x.amax(-1, keepdim=True)  # [bs, N, V] NaN where no logit is finite
-    probs = torch.softmax(shifted / torch.where(greedy, 1.0, temps), dim=-1)  # [bs, N, V]
+    probs = torch.softmax(shifted / temps, dim=-1)  # [bs, N, V]
     probs = torch.where(probs > 0, probs, 0.0)  # [bs, N, V] NaN rows (no finite logit): 0
     if top_k is not None or top_p is not None:
         probs = _renormalize(probs * _top_k_top_p_mask(probs, top_k, top_p))  # [bs, N, V]
     onehot = torch.zeros_like(probs).scatter_(-1, x.argmax(-1, keepdim=True), 1.0)  # [bs, N, V]
     return torch.where(greedy, onehot, probs).reshape(logits.shape)  # [bs, N, V] or [bs * N, V]
+
+
+def _divisors(temperature: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """Which requests are greedy (temperature <= 0, before any rounding), and what divides
+    their logits: 1 for those, else the temperature in ``dtype``'s positive finite range, so
+    that one a float32 would round to 0 or inf gives the argmax or uniform rows its value
+    means. Shapes: ``[bs]`` -> ``[bs, 1, 1]`` each."""
+    greedy = (temperature <= 0).view(-1, 1, 1)  # [bs, 1, 1]
+    info = torch.finfo(dtype)
+    temps = temperature.to(dtype).clamp(info.smallest_normal * info.eps, info.max)  # [bs]
+    return greedy, torch.where(greedy, 1.0, temps.view(-1, 1, 1))
 
 
 def _top_k_top_p_mask(probs: Tensor, top_k: Tensor | None, top_p: Tensor | None) -> Tensor:
