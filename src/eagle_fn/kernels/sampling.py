@@ -36,7 +36,7 @@ from ._ops import call, fused, kernel_core, launcher, power_of_2, register_op
 from .greedy import empty_verdict
 
 # Launch knobs, read at each call; bench/sweep_sampling.py times them (docs/performance.md).
-BLOCK_V = 4096  # vocabulary entries per block of the final row
+BLOCK_V = 4096  # vocabulary entries per block of the final row (a power of 2)
 NUM_WARPS = 8
 # A cap on registers per thread (ptxas's maxnreg), or None for ptxas's choice: 220 at
 # NUM_WARPS 8 and V 32000 (Triton 3.6, sm_90) leave room for one program an SM (docs/kernels.md).
