@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from types import FunctionType, ModuleType
 from typing import Any
 
 import torch
@@ -64,16 +65,31 @@ def captured_launch(stage: Callable[[], Any]) -> tuple[Any, Any, tuple[Any, ...]
 
         return record
 
-    launchers = [(m, n, f) for m in MODULES for n, f in vars(m).items() if hasattr(f, "kernel")]
-    for module, name, launch in launchers:
+    found = launchers(MODULES)
+    for module, name, launch in found:
         setattr(module, name, recorder(launch))
     try:
         stage()
     finally:
-        for module, name, launch in launchers:
+        for module, name, launch in found:
             setattr(module, name, launch)
     (launch,) = seen
     return launch
+
+
+def launchers(modules: tuple[ModuleType, ...]) -> list[tuple[ModuleType, str, Any]]:
+    """The kernel launchers (``kernels._ops.launcher``'s closures) the modules hold, by name.
+
+    Plain functions only: a compiled ``triton.jit`` function has a ``kernel`` attribute too,
+    and one replaced by a recorder breaks the kernels that call it (Triton then refuses the
+    plain function it finds among their dependencies).
+    """
+    return [
+        (module, name, value)
+        for module in modules
+        for name, value in vars(module).items()
+        if isinstance(value, FunctionType) and hasattr(value, "kernel")
+    ]
 
 
 def compiled_runner(

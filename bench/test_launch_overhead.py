@@ -31,3 +31,32 @@ def test_every_stage_gets_a_row():
     assert all("n/a" in row.split(" | ")[5] for row in rows)
     figures = [float(row.strip("| ").split(" | ")[i]) for row in rows for i in (2, 3, 4, 6)]
     assert all(math.isfinite(x) and x >= 0 for x in figures), figures
+
+
+LAUNCHERS = (
+    "from launch_overhead import MODULES, launchers\n"
+    "print(sorted(f'{m.__name__}.{n}' for m, n, _ in launchers(MODULES)))"
+)
+
+
+@pytest.mark.parametrize("interpret", ["1", "0"], ids=["interpreted", "compiled"])
+def test_only_the_launchers_are_recorded(interpret):
+    # Compiled (as on a GPU), every triton.jit function has a kernel attribute too; recording
+    # one in place of a kernel's helper made Triton refuse the kernel that calls it.
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": interpret,
+        "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'bench'}",
+    }
+    run = subprocess.run([sys.executable, "-c", LAUNCHERS], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    kernels = "eagle_fn.kernels."
+    assert run.stdout.split("\n")[0] == str(
+        [
+            f"{kernels}greedy.launch",
+            f"{kernels}organize.launch",
+            f"{kernels}selection.launch_first",
+            f"{kernels}selection.launch_next",
+            f"{kernels}verify.launch",
+        ]
+    )
