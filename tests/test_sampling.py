@@ -789,19 +789,25 @@ def test_a_tiny_temperature_is_the_argmax(temperature):
     assert probs.tolist() == want
 
 
+@pytest.mark.parametrize("flush", [False, True], ids=["subnormals", "flushed"])
 @pytest.mark.parametrize(
     ("temperature", "want"),
     [(1e-50, [0.5, 0.5, 0.0, 0.0]), (1e39, [1 / 3, 1 / 3, 1 / 3, 0.0]), (math.inf, None)],
     ids=["below-float32", "above-float32", "inf"],
 )
-def test_a_float64_temperature_past_float32_means_what_its_value_does(temperature, want):
-    # Rounded to float32, 1e-50 became 0 (a greedy row: the first largest logit alone) and
-    # 1e39 became inf (-inf / inf is NaN: an all-zero row). Taken to float32's positive finite
-    # range instead, they give the argmax rows (ties shared) and the uniform rows.
-    logits = torch.tensor([[3.0, 3.0, 0.0, -math.inf]])
-    t = torch.tensor([temperature], dtype=torch.float64)
-    probs = target_probs_from_logits(logits, t)
-    assert probs.tolist() == reference.target_probs_from_logits(logits, t)
+def test_a_float64_temperature_past_float32_still_divides(temperature, want, flush):
+    # float32 rounds 1e-50 to 0 and 1e39 to inf: taken into its normal range instead, they
+    # give the argmax rows (ties shared, not greedy's first largest alone) and the uniform
+    # rows (not -inf / inf = NaN), also where the CPU flushes subnormals.
+    if flush and not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush denormals")
+    try:
+        logits = torch.tensor([[3.0, 3.0, 0.0, -math.inf]])
+        t = torch.tensor([temperature], dtype=torch.float64)
+        probs = target_probs_from_logits(logits, t)
+        assert probs.tolist() == reference.target_probs_from_logits(logits, t)
+    finally:
+        torch.set_flush_denormal(False)
     uniform = torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0])
     torch.testing.assert_close(probs[0], torch.tensor(want) if want else uniform)
 

@@ -104,8 +104,8 @@ def target_probs_from_logits(
     the first largest logit (greedy rows verify exactly as :func:`~eagle_fn.verify_greedy`,
     docs/sampling.md); otherwise softmax, top-k, top-p, renormalized (a row with a ``+inf``
     or no finite logit: all zero). A positive temperature is taken into the computation's
-    positive finite range (so never rounded to 0 or inf); a NaN one gives zero rows
-    (unchecked: a sync).
+    normal range (so never rounded to 0 or inf); a NaN one gives zero rows (unchecked: a
+    sync).
 
     Args:
         logits: the target's logits at every node.
@@ -138,12 +138,12 @@ def target_probs_from_logits(
 
 def _divisors(temperature: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """Which requests are greedy (temperature <= 0, before any rounding), and what divides
-    their logits: 1 for those, else the temperature in ``dtype``'s positive finite range, so
-    that one a float32 would round to 0 or inf gives the argmax or uniform rows its value
-    means. Shapes: ``[bs]`` -> ``[bs, 1, 1]`` each."""
+    their logits: 1 for those, else the temperature within ``dtype``'s normal range, so that
+    one a float32 would round to 0 or inf still divides. Normal, not subnormal: a CPU that
+    flushes subnormals would read the floor as 0. Shapes: ``[bs]`` -> ``[bs, 1, 1]`` each."""
     greedy = (temperature <= 0).view(-1, 1, 1)  # [bs, 1, 1]
     info = torch.finfo(dtype)
-    temps = temperature.to(dtype).clamp(info.smallest_normal * info.eps, info.max)  # [bs]
+    temps = temperature.to(dtype).clamp(info.smallest_normal, info.max)  # [bs]
     return greedy, torch.where(greedy, 1.0, temps.view(-1, 1, 1))
 
 

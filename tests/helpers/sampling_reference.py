@@ -132,9 +132,9 @@ def target_probs_from_logits(logits, temperature, top_k=None, top_p=None):
             best = max(range(vocab), key=lambda i: (x[i], -i))
             out.append([1.0 if i == best else 0.0 for i in range(vocab)])
             continue
-        # Taken into the computation's positive finite range, then rounded into its type.
+        # Taken into the computation's normal range (semantics.md §9), then into its type.
         info = torch.finfo(dtype)
-        t = torch.tensor(min(max(t, info.smallest_normal * info.eps), info.max), dtype=dtype)
+        t = torch.tensor(min(max(t, info.smallest_normal), info.max), dtype=dtype)
         # NaN as -inf, infinities kept (nan_to_num would clamp them to finite extremes).
         row = torch.where(rows[r].isnan(), -math.inf, rows[r])
         # Divided after the shift to the max, so a tiny t cannot overflow. A row of only -inf
