@@ -13,10 +13,17 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 STEPS = ["tests_gpu", "bench_checks", "demo", "bench", "render", "launch", "sweep", "tests_rest"]
-# Prints its arguments and a pytest-like last line; refuses the optional plugins' imports.
+# Prints its arguments and a pytest-like last line, writes the files the real steps would
+# (the benchmark json, the rendered section), refuses the optional plugins' imports.
 FAKE_PYTHON = """#!/usr/bin/env bash
 case "$*" in *"import xdist"*|*"import pytest_timeout"*) exit 1;; esac
 echo "fake python $*"
+previous=
+for arg in "$@"; do
+    case "$arg" in --benchmark-json=*) echo "{}" >"${arg#*=}";; esac
+    case "$previous" in --section-out|--markdown) echo "section" >"$arg";; esac
+    previous=$arg
+done
 echo "=== 1 passed (fake) ==="
 echo
 """
@@ -42,7 +49,8 @@ def test_every_step_runs_and_at_most_8_files_come_back(tmp_path):
     out, summary = run_check(tmp_path)
     files = sorted(path.name for path in out.iterdir())
     assert len(files) <= 8, files
-    assert {"summary.txt", "tests.log", "bench.log"} <= set(files)
+    assert {"summary.txt", "tests.log", "bench.log", "bench_cuda.json"} <= set(files)
+    assert "benchmarks_cuda.md" in files
     for name in STEPS:
         assert f"step {name}: exit 0 after" in summary
     # Each step's last non-empty line follows its status: pytest's count, on the GPU.
