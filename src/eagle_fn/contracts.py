@@ -207,7 +207,7 @@ def _check_shape(
 ) -> None:
     """Checks ``tensor`` against the slot's shape (or any alternative); binds new symbols,
     noting in ``origin`` that this slot bound them."""
-    shapes, prior = slot.shape.split(" or "), dict(origin)  # what other tensors bound
+    shapes = slot.shape.split(" or ")
     for shape in shapes:
         dims, trial, lone = shape_dims(shape), dict(env), len(shapes) == 1
         if lone and len(dims) != tensor.dim() and any(_unbound(d, env) for d in dims):
@@ -225,8 +225,9 @@ def _check_shape(
         if tensor.shape == expected:
             return
     wanted = " or ".join(_wanted(shape, env) for shape in shapes)
-    used = dict.fromkeys(w for s in shapes for d in shape_dims(s) for w in d.split() if w in prior)
-    given = "; ".join(f"{w} = {env[w]} from {prior[w]}" for w in used)
+    other = {w: name for w, name in origin.items() if name != slot.name}  # bound elsewhere
+    used = dict.fromkeys(w for s in shapes for d in shape_dims(s) for w in d.split() if w in other)
+    given = "; ".join(f"{w} = {env[w]} from {other[w]}" for w in used)
     got = show(tensor.shape) + (f" ({given})" if given else "")
     raise ValueError(f"{where}: {slot.name} must have shape {wanted}, got {got}")
 
