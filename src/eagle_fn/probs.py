@@ -144,7 +144,7 @@ def _divisors(temperature: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     greedy = (temperature <= 0).view(-1, 1, 1)  # [bs, 1, 1]
     info = torch.finfo(dtype)
     temps = temperature.to(dtype).clamp(info.smallest_normal, info.max)  # [bs]
-    return greedy, torch.where(greedy, 1.0, temps.view(-1, 1, 1))
+    return greedy, torch.where(greedy, 1.0, temps.view(-1, 1, 1))  # [bs, 1, 1] each
 
 
 def _top_k_top_p_mask(probs: Tensor, top_k: Tensor | None, top_p: Tensor | None) -> Tensor:
