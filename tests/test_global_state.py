@@ -37,6 +37,7 @@ from eagle_fn import (
 )
 from eagle_fn.toy import speculative_generate, toy_models
 from helpers.drafts import draft_lists, multilayer, step_inputs
+from helpers.float_modes import flush_denormal
 
 TREE, CHAIN = DraftConfig(2, 3, 6), DraftConfig.chain(3)
 BS, VOCAB = 2, 7
@@ -88,17 +89,6 @@ def seeded():
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(1234)
         yield
-
-
-@contextlib.contextmanager
-def flush_denormal():
-    """Subnormal floats flushed to zero (read and written), where the CPU can."""
-    if not torch.set_flush_denormal(True):
-        pytest.skip("this CPU cannot flush denormals")
-    try:
-        yield
-    finally:
-        torch.set_flush_denormal(False)
 
 
 STATES = {

@@ -1,5 +1,6 @@
 """Sampling verification (semantics.md §9): literal cases, the loop reference, greedy rows, bad input."""
 
+import contextlib
 import math
 import sys
 
@@ -24,6 +25,7 @@ from eagle_fn.profiling import OpCounter
 from eagle_fn.sampling import child_lists
 from helpers import sampling_reference as reference
 from helpers.asserts import assert_matches, assert_verdict_equals
+from helpers.float_modes import flush_denormal
 from helpers.sampling_cases import EDGE_CASES
 from helpers.sampling_inputs import (
     COIN_KINDS,
@@ -799,15 +801,11 @@ def test_a_float64_temperature_past_float32_still_divides(temperature, want, flu
     # float32 rounds 1e-50 to 0 and 1e39 to inf: taken into its normal range instead, they
     # give the argmax rows (ties shared, not greedy's first largest alone) and the uniform
     # rows (not -inf / inf = NaN), also where the CPU flushes subnormals.
-    if flush and not torch.set_flush_denormal(True):
-        pytest.skip("this CPU cannot flush denormals")
-    try:
+    with flush_denormal() if flush else contextlib.nullcontext():
         logits = torch.tensor([[3.0, 3.0, 0.0, -math.inf]])
         t = torch.tensor([temperature], dtype=torch.float64)
         probs = target_probs_from_logits(logits, t)
         assert probs.tolist() == reference.target_probs_from_logits(logits, t)
-    finally:
-        torch.set_flush_denormal(False)
     uniform = torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0])
     torch.testing.assert_close(probs[0], torch.tensor(want) if want else uniform)
 
