@@ -45,16 +45,6 @@ def device(request):
     return torch.device(request.param)
 
 
-def dtypes_for(cfg, kind, device):
-    """Every score dtype, except that the interpreter runs the widest draft once (it is slow):
-    float32 scores of kind nan, the other kinds skipped."""
-    if device.type == "cpu" and cfg.num_candidates > 100:
-        if kind != "nan":
-            pytest.skip("the interpreter runs the widest draft for kind nan only (it is slow)")
-        return (torch.float32,)
-    return SCORE_DTYPES
-
-
 def assert_steps_equal(actual, expected, device):
     for name, a in zip(actual._fields, actual, strict=True):
         assert a.device == resolved(device), name
@@ -70,22 +60,22 @@ def assert_organize_matches(cfg, lists, device):
 
 # The organize kernel ranks a row by one of two algorithms, picked by its width: by counting
 # pairs (rows of at most RANK_WIDTH, or past SELECT_WIDTH) or by a threshold. ``ranking_by``
-# forces one for every width, so that the small rows hypothesis draws test each.
-PATHS = ("by width", "threshold", "pairs")
-WIDTHS = kernel_organize.RANK_WIDTH, kernel_organize.SELECT_WIDTH
+# forces one for every width, so that the small rows hypothesis draws test each;
+# test_each_width_ranks_by_its_path checks which one each width takes unforced.
+PATHS = ("threshold", "pairs")
 
 
 @contextlib.contextmanager
 def ranking_by(path):
-    rank, select = {"by width": WIDTHS, "threshold": (0, WIDTHS[1]), "pairs": (0, 0)}[path]
+    rank, select = {"threshold": (0, kernel_organize.SELECT_WIDTH), "pairs": (0, 0)}[path]
     with mock.patch.multiple(kernel_organize, RANK_WIDTH=rank, SELECT_WIDTH=select):
         yield
 
 
-def assert_follows_the_rule(cfg, lists, device, path="by width"):
+def assert_follows_the_rule(cfg, lists, device, path=None):
     """The kernel selects as the loop reference of the rule, even where torch's order is
-    unspecified (equal negative scores, repeated +inf)."""
-    with ranking_by(path):
+    unspecified (equal negative scores, repeated +inf). ``path`` forces a ranking."""
+    with ranking_by(path) if path else contextlib.nullcontext():
         tree = kernels.organize_tree(cfg, *lists)
     parent_list, top, tokens = reference.organize_tree(cfg, *lists)
     assert tree.top_scores_index.tolist() == top
@@ -268,6 +258,21 @@ def test_organize_follows_the_rule_on_wide_rows(cfg, dtype, device):
     assert_follows_the_rule(cfg, lists, device)
 
 
+@pytest.mark.parametrize(
+    ("steps", "by_rank", "width_block"),
+    [(64, True, 64), (65, False, 128), (4096, False, 4096), (4097, True, 64)],
+)
+def test_each_width_ranks_by_its_path(steps, by_rank, width_block):
+    # A chain of S steps has S candidates: rows of at most RANK_WIDTH (64) count pairs in one
+    # tile, wider ones select by threshold in one block up to SELECT_WIDTH (4096), and past
+    # it they count pairs again, tile by tile.
+    widths = kernel_organize.RANK_WIDTH, kernel_organize.SELECT_WIDTH
+    _, constants = kernel_organize._launch_plan(1, steps, steps + 1, False, widths)
+    assert constants["W"] == steps
+    assert constants["BY_RANK"] is by_rank
+    assert constants["BLOCK"] == width_block
+
+
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("steps", [_slots.MAX_SLOTS, _slots.MAX_SLOTS + 1, 18])
 def test_organize_reads_more_steps_than_slots(path, steps, device):
@@ -433,7 +438,7 @@ def test_select_by_hand(device):
 @pytest.mark.parametrize("kind", KINDS)
 def test_select_equals_torch_on_draft_inputs(cfg, kind, device):
     gen = torch.Generator().manual_seed(cfg.num_candidates)
-    for dtype in dtypes_for(cfg, kind, device):
+    for dtype in SCORE_DTYPES:
         for step in range(min(cfg.num_steps, 3)):
             inputs = step_inputs(cfg, step, 3, gen, kind, device, dtype)
             out = kernels.select_top_k(cfg, step, *inputs)
