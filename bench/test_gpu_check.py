@@ -33,12 +33,28 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+# A clock that stands still at 1000 s: the limits the script works out from the deadline
+# are then exact, however long the steps take.
+FAKE_DATE = """#!/usr/bin/env bash
+case "$*" in +%s) echo 1000;; *) echo "2026-01-01 00:00:00";; esac
+"""
+
+
+def fake(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
 def run_check(tmp_path: Path, **env: str) -> tuple[Path, str]:
-    fake = tmp_path / "python"
-    fake.write_text(FAKE_PYTHON)
-    fake.chmod(0o755)
+    python = fake(tmp_path, "python", FAKE_PYTHON)
+    clock = tmp_path / "bin"
+    clock.mkdir()
+    fake(clock, "date", FAKE_DATE)
     out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "PYTHON": str(fake), **env}
+    path = f"{clock}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "OUT": str(out), "PYTHON": str(python), "PATH": path, **env}
     script = ROOT / "bench" / "gpu_check.sh"
     run = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
@@ -57,15 +73,22 @@ def test_every_step_runs_and_at_most_8_files_come_back(tmp_path):
     assert summary.count("    last line: === 1 passed (fake) ===") == len(STEPS)
 
 
-def test_no_step_starts_past_the_deadline(tmp_path):
-    _, summary = run_check(tmp_path, GPU_CHECK_SECONDS="0")
-    for name in STEPS:
-        assert f"step {name}: skipped, no time left" in summary
+def limits(summary: str) -> dict[str, str]:
+    return dict(re.findall(r"step (\w+): (skipped|exit 0 after 0 s \(limit \d+ s\))", summary))
 
 
 def test_a_limit_is_cut_to_the_time_left(tmp_path):
-    # 100 s in all, less 10 of grace: the 210 s test step gets what is left, the others fit.
+    # 100 s in all, less 10 of grace: the steps of more than 90 s get 90, the others theirs.
     _, summary = run_check(tmp_path, GPU_CHECK_SECONDS="100")
-    limit = int(summary.split("step tests_gpu: exit 0 after ")[1].split("(limit ")[1].split()[0])
-    assert 5 <= limit <= 90
-    assert re.search(r"step bench_checks: exit 0 after \d+ s \(limit 15 s\)", summary)
+    given = dict(zip(STEPS, (90, 15, 35, 90, 15, 30, 50, 50), strict=True))
+    assert limits(summary) == {name: f"exit 0 after 0 s (limit {s} s)" for name, s in given.items()}
+
+
+@pytest.mark.parametrize(
+    ("seconds", "want"),
+    [("0", "skipped"), ("14", "skipped"), ("15", "exit 0 after 0 s (limit 5 s)")],
+)
+def test_a_step_needs_5_seconds_after_the_grace(tmp_path, seconds, want):
+    # Past the deadline, or with under 5 s left after the grace, no step starts.
+    _, summary = run_check(tmp_path, GPU_CHECK_SECONDS=seconds)
+    assert limits(summary) == dict.fromkeys(STEPS, want)
