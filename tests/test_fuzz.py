@@ -1,4 +1,5 @@
-"""Fuzz every public entry point: whatever comes in, a result or a ValueError/TypeError comes out."""
+"""Fuzz every public entry point that takes arguments (all but check_constants): whatever comes
+in, a result or a ValueError/TypeError comes out."""
 
 import pytest
 import torch
@@ -13,20 +14,25 @@ from eagle_fn import (
     VerifyTree,
     build_verify_tree,
     chain_constants,
+    draw_uniforms,
     is_valid_tree,
     organize_chain,
     organize_multilayer,
     organize_tree,
     select_top_k,
+    target_probs_from_logits,
     verify_greedy,
+    verify_sampling,
 )
 from eagle_fn.toy import greedy_generate, speculative_generate, toy_models
 from helpers.profiles import examples
 from helpers.valid_calls import (
     BONUS,
     CHAIN_CFG,
+    COINS,
     CONSTANTS,
     LISTS,
+    LOGITS,
     ML_I,
     ML_P,
     SEQ_LENS,
@@ -39,6 +45,9 @@ from helpers.valid_calls import (
 )
 
 TOY_TARGET, TOY_DRAFT = toy_models(vocab=8)
+PROBS = torch.softmax(LOGITS, -1)  # [bs 2, N 4, V 6]
+CHAIN_VT = build_verify_tree(CHAIN_CFG, organize_multilayer(CHAIN_CFG, ML_P, ML_I), BONUS, SEQ_LENS)
+CHAIN_Q, CHAIN_P = PROBS[:, :3], PROBS.flip(-1)[:, :3]  # [bs 2, N 3, V 6]: target, draft
 PROMPTS = torch.tensor([[1, 2, 3], [4, 5, 6]])
 DTYPES = [
     torch.int64,
@@ -155,6 +164,24 @@ ENTRY_POINTS = {
     ),
     "is_valid_tree": (is_valid_tree, [TREE_CFG, TREE]),
     "verify_greedy": (verify_greedy, [TREE_CFG, VT, TARGET]),
+    "verify_sampling": (
+        lambda c, t, q, u, f, s, a: verify_sampling(
+            c, t, q, u, f, threshold_single=s, threshold_acc=a
+        ),
+        [TREE_CFG, VT, PROBS, *COINS, 0.9, 0.5],
+    ),
+    "verify_sampling draft": (
+        lambda c, t, q, u, f, p: verify_sampling(c, t, q, u, f, draft_probs=p),
+        [CHAIN_CFG, CHAIN_VT, CHAIN_Q, COINS[0][:, :3], COINS[1], CHAIN_P],
+    ),
+    "target_probs_from_logits": (
+        lambda x, t, k, p: target_probs_from_logits(x, t, top_k=k, top_p=p),
+        [LOGITS, torch.tensor([1.0, 0.0]), torch.tensor([2, 0]), torch.tensor([0.9, 1.0])],
+    ),
+    "draw_uniforms": (
+        lambda b, n, g, d: draw_uniforms(b, n, generator=g, device=d),
+        [2, 4, torch.Generator().manual_seed(0), "cpu"],
+    ),
     "greedy_generate": (greedy_generate, [TOY_TARGET, PROMPTS, 3]),
     "speculative_generate": (speculative_generate, [TREE_CFG, TOY_TARGET, TOY_DRAFT, PROMPTS, 3]),
 }
