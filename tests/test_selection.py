@@ -39,10 +39,7 @@ def test_first_step_by_hand():
     assert out.input_ids.tolist() == [7, 9, 3, 5]
     assert out.hidden_index.tolist() == [0, 0, 1, 1]  # every kept path continues its own row
     assert out.scores is p  # step 0's scores are the probabilities themselves
-    assert out.score_entry.tolist() == [
-        [[pytest.approx(0.6), pytest.approx(0.4)]],
-        [[pytest.approx(0.7), pytest.approx(0.2)]],
-    ]
+    assert torch.equal(out.score_entry, p.view(2, 1, 2))  # [bs, 1, k]: the same values
     assert out.parents_entry.tolist() == [[-1, 0, 1], [-1, 0, 1]]
 
 
@@ -56,7 +53,10 @@ def test_later_step_by_hand():
     out = select_top_k(cfg, 2, p, torch.tensor([[1, 2], [3, 4]]), scores)
     assert out.input_ids.tolist() == [3, 1]
     assert out.hidden_index.tolist() == [1, 0]  # position // k: path 1, then path 0
-    assert out.scores.tolist() == [[pytest.approx(0.36), pytest.approx(0.30)]]
+    # The float32 products themselves, not 0.36 and 0.30 rounded otherwise.
+    assert out.scores.tolist() == [
+        [(scores[0, 1] * p[1, 0]).item(), (scores[0, 0] * p[0, 0]).item()]
+    ]
     # Step 2 candidates start at flat index k + k*k*(2-1) = 6: positions 2, 0 -> 8, 6.
     assert out.parents_entry.tolist() == [[8, 6]]
     assert out.token_entry.tolist() == [[1, 2, 3, 4]]
