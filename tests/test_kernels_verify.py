@@ -6,6 +6,8 @@ turns on before anything imports them.
 
 from helpers import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
 
+import functools
+
 import pytest
 import torch
 import torch._dynamo
@@ -25,6 +27,7 @@ from eagle_fn import (
     organize_tree,
     verify_greedy,
 )
+from eagle_fn import _memo
 from eagle_fn._compile import batch_shapes, compile_fn
 from eagle_fn.kernels import greedy as kgreedy
 from eagle_fn.kernels import verify as kverify
@@ -671,13 +674,26 @@ def test_compiled_with_the_workers_unbacked_batch(device):
 
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.compiled)])
-def test_worker_triton_backend_takes_the_kernel(compiled, device, monkeypatch):
-    # The worker's path table names the kernels' "verify_core" on eagle_fn.kernels.
+def test_worker_triton_backend_takes_the_kernels(compiled, device, monkeypatch):
+    # The worker's path table names the kernels' "tree_core" and "verify_core" on
+    # eagle_fn.kernels: spies put there see each path call (compiled: a graph per mask mode,
+    # each traced through the spy), once the memo no longer holds paths built without them.
     import eagle_fn.kernels
 
     assert eagle_fn.kernels.verify_core is kverify.verify_core
+    calls = []
+    for name in ("tree_core", "verify_core"):
+        monkeypatch.setattr(eagle_fn.kernels, name, spy(getattr(eagle_fn.kernels, name), calls))
+    monkeypatch.setattr(_memo, "_cache", {})
     torch._dynamo.reset()
     worker = DraftOrganizer(SPEC_CFG, max_bs=4, device=device, compile=compiled, backend="triton")
+    lists = draft_lists(SPEC_CFG, 2, torch.Generator().manual_seed(0), device=device)
+    with OpCounter() as counter:
+        tree = worker.organize_steps(*lists)
+    assert_trees_equal(tree, organize_tree(SPEC_CFG, *lists))
+    assert calls == ["tree_core"]
+    if not compiled:
+        assert dict(counter.ops) == {"eagle_fn.organize_tree.default": 1}
     tree, bonus, seq_lens = spec_inputs(device)
     for mode in MaskMode:
         with OpCounter() as counter:
@@ -685,6 +701,18 @@ def test_worker_triton_backend_takes_the_kernel(compiled, device, monkeypatch):
         assert_trees_equal(got, build_verify_tree(SPEC_CFG, tree, bonus, seq_lens, mask_mode=mode))
         if not compiled:
             assert dict(counter.ops) == {"eagle_fn.verify_build.default": 1}
+    assert calls == ["tree_core"] + ["verify_core"] * len(MaskMode)
+
+
+def spy(fn, calls):
+    """``fn``, noting its name in ``calls`` on each call (each trace, when compiled)."""
+
+    @functools.wraps(fn)
+    def noted(*args, **kwargs):
+        calls.append(fn.__name__)
+        return fn(*args, **kwargs)
+
+    return noted
 
 
 # --- bad inputs -----------------------------------------------------------------------------
