@@ -20,7 +20,10 @@ from eagle_fn import (
     verify_greedy,
     verify_sampling,
 )
+from helpers.asserts import on
 from helpers.drafts import draft_lists, multilayer, step_inputs
+from helpers.sampling_inputs import target_rows
+from helpers.trees import agreeing_target
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -93,14 +96,25 @@ def verify_inputs(cfg, seed):
 
 
 def verify_tree(cfg, seed):
-    return build_verify_tree(cfg, *verify_inputs(cfg, seed))
+    """A verify tree on the CPU, its draft tokens folded into the vocabulary (drafts.py draws
+    them from [0, 1000)), so that targets can agree with them."""
+    vt = on(build_verify_tree(cfg, *verify_inputs(cfg, seed)), "cpu")
+    return vt._replace(draft_tokens=vt.draft_tokens % VOCAB)
 
 
 def sampling_inputs(cfg, seed):
+    """Targets with heavy mass on each node's first child: the walks go deep."""
     g, n = gen(seed), cfg.num_draft_tokens
-    q = torch.softmax(torch.randn(BS, n, VOCAB, generator=g) * 3, dim=-1)
+    vt = verify_tree(cfg, seed)
+    q = target_rows(vt, VOCAB, g, "agree")
     coins, final = torch.rand(BS, n, generator=g), torch.rand(BS, generator=g)
-    return verify_tree(cfg, seed), q.to(CUDA), coins.to(CUDA), final.to(CUDA)
+    return on(vt, CUDA), q.to(CUDA), coins.to(CUDA), final.to(CUDA)
+
+
+def assert_walks_go_deep(verify, inputs):
+    """The replays compared accepted walks, not only rejections at the root."""
+    for seed in (1, 2):
+        assert verify(*inputs(seed)).num_accepted.max() >= 2
 
 
 def kernel_module():
@@ -142,13 +156,13 @@ def test_build_verify_tree(backend, mode):
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_verify_greedy(backend):
     verify = kernel_module().verify_greedy if backend == "triton" else verify_greedy
-    n = TREE.num_draft_tokens
 
     def inputs(seed):
-        target = torch.randint(0, VOCAB, (BS * n,), generator=gen(seed))
-        return verify_tree(TREE, seed), target.to(CUDA)
+        vt = verify_tree(TREE, seed)
+        return on(vt, CUDA), agreeing_target(vt, gen(seed)).to(CUDA)
 
     assert_replays_equal_eager(lambda *args: verify(TREE, *args), inputs)
+    assert_walks_go_deep(lambda *args: verify(TREE, *args), inputs)
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
@@ -167,6 +181,7 @@ def test_verify_sampling(backend, cfg):
         return verify(cfg, vt, q, coins, final, draft_probs=p)
 
     assert_replays_equal_eager(call, inputs)
+    assert_walks_go_deep(call, inputs)
 
 
 def test_target_probs_from_logits():
