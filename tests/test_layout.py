@@ -97,7 +97,8 @@ def check_against_reference(cfg, tree, seed, mode):
     bonus = torch.randint(0, 1000, (bs,), generator=gen)
     seq_lens = torch.randint(0, 50, (bs,), generator=gen)
     vt = build_verify_tree(cfg, tree, bonus, seq_lens, mask_mode=mode)
-    assert_layout_equals(vt, reference.verify_tree(cfg, tree, bonus, seq_lens, mode.value), cfg, bs)
+    expected = reference.verify_tree(cfg, tree, bonus, seq_lens, mode.value)
+    assert_layout_equals(vt, expected, cfg, bs, mode)
     return vt
 
 
@@ -240,7 +241,7 @@ def test_full_mask_drops_cells_outside_its_length(name):
     vt = build_verify_tree(FULL_EDGE_CFG, *args, **options)
     assert mask_values(vt.tree_mask) == full_edge_mask(name)
     expected = reference.verify_tree(FULL_EDGE_CFG, *args, "full", seq_lens_sum)
-    assert_layout_equals(vt, expected, FULL_EDGE_CFG, bonus.shape[0])
+    assert_layout_equals(vt, expected, FULL_EDGE_CFG, bonus.shape[0], MaskMode.FULL)
     worker = DraftOrganizer(FULL_EDGE_CFG, max_bs=4, device="cpu", compile=False)
     assert torch.equal(worker.build_verify(*args, **options).tree_mask, vt.tree_mask)
 

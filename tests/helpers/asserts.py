@@ -2,6 +2,9 @@
 
 import torch
 
+from eagle_fn import MaskMode
+from eagle_fn.types import bitpacked_dtype
+
 
 def assert_matches(actual, expected, shape, dtype=None):
     """``actual`` has exactly ``shape`` (and ``dtype``) and equals the nested list ``expected``.
@@ -24,15 +27,20 @@ def assert_trees_equal(actual, expected):
         torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=name)
 
 
-def assert_layout_equals(vt, expected, cfg, bs):
-    """A VerifyTree of ``bs`` requests has the contract's shapes and equals a reference's dict
-    of nested lists (reference.verify_tree), field by field."""
+def assert_layout_equals(vt, expected, cfg, bs, mode):
+    """A VerifyTree of ``bs`` requests has the contract's shapes and dtypes for ``mode`` and
+    equals a reference's dict of nested lists (reference.verify_tree), field by field."""
     n = cfg.num_draft_tokens
     for name in ("draft_tokens", "positions"):
         assert_matches(getattr(vt, name), expected[name], (bs * n,), torch.int64)
     for name in ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"):
         assert_matches(getattr(vt, name), expected[name], (bs, n), torch.int64)
-    assert vt.tree_mask.to(torch.int64).tolist() == expected["tree_mask"]
+    # The FULL mask's length, N * seq_lens_sum + bs * N * N, is the reference's.
+    length = {"qlen": bs * n * n, "bitpacked": bs * n, "full": len(expected["tree_mask"])}
+    dtype = bitpacked_dtype(n) if mode is MaskMode.BITPACKED else torch.bool
+    mask = vt.tree_mask
+    assert (mask.dtype, tuple(mask.shape)) == (dtype, (length[mode.value],))
+    assert mask.to(torch.int64).tolist() == expected["tree_mask"]
 
 
 def assert_verdict_equals(verdict, expected, cfg, bs):
