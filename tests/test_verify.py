@@ -222,13 +222,17 @@ def test_bad_inputs(args, error, match):
 @pytest.mark.parametrize(
     ("cfg", "ops"), [(DraftConfig(4, 4, 16), 215), (DraftConfig.chain(5), 238)]
 )
-def test_aten_ops_per_call(cfg, ops):
+@pytest.mark.parametrize("bs", [1, 2, 32])
+@pytest.mark.parametrize("agree", [0.0, 1.0])
+def test_aten_ops_per_call(cfg, ops, bs, agree):
     # docs/performance.md: 215 ATen ops at k 4, S 4, N 16 and 238 on a chain of S 5, whatever
-    # the batch or the values (no Python branch on tensor values).
-    gen = torch.Generator().manual_seed(0)
-    tree = organize_tree(cfg, *draft_lists(cfg, 2, gen))
-    vt = build_verify_tree(cfg, tree, torch.tensor([1, 2]), torch.tensor([3, 4]))
-    target = torch.randint(0, 3, (2 * cfg.num_draft_tokens,), generator=gen)
+    # the batch or the values (no Python branch on tensor values): every draft rejected at
+    # the root, or every first-child path accepted.
+    gen = torch.Generator().manual_seed(bs)
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, gen))
+    vt = build_verify_tree(cfg, tree, torch.arange(bs), torch.arange(bs) + 3)
+    target = agreeing_target(vt, gen, agree)
     with OpCounter() as counter:
-        verify_greedy(cfg, vt, target)
+        verdict = verify_greedy(cfg, vt, target)
     assert counter.total == ops
+    assert (verdict.num_accepted > 0).all().item() == (agree == 1.0)
