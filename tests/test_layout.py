@@ -256,14 +256,16 @@ def test_bitpacked_width_follows_num_draft_tokens(n, dtype):
 
 
 def test_runs_on_device(device):
+    # On each device, the loop reference's layouts (on a GPU, not merely the CPU's).
     args, moved = spec_inputs(), spec_inputs(device)
     for mode in MaskMode:
-        cpu = build_verify_tree(SPEC_CFG, *args, mask_mode=mode)
-        dev = build_verify_tree(SPEC_CFG, *moved, mask_mode=mode)
-        for a, b in zip(cpu, dev, strict=True):
-            assert b.device == device
-            assert torch.equal(a.to(I64), b.cpu().to(I64))
-    assert is_valid_tree(SPEC_CFG, moved[0]).device == device
+        vt = build_verify_tree(SPEC_CFG, *moved, mask_mode=mode)
+        assert all(t.device == device for t in vt)
+        expected = reference.verify_tree(SPEC_CFG, *args, mode.value)
+        assert_layout_equals(vt, expected, SPEC_CFG, 2, mode)
+    valid = is_valid_tree(SPEC_CFG, moved[0])
+    assert valid.device == device
+    assert valid.tolist() == reference.is_valid_tree(SPEC_CFG, args[0]) == [True, True]
 
 
 BAD_TREE_DTYPE = DraftTree(

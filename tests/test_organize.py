@@ -242,12 +242,15 @@ def test_general_paths_run_on_device(device):
     gen = torch.Generator().manual_seed(3)
     lists = draft_lists(cfg, 5, gen)
     on_device = [[t.to(device) for t in part] for part in lists]
+    # On each device, the loop reference's trees (on a GPU, not merely the CPU's).
     tree = organize_tree(cfg, *on_device)
     assert all(t.device == device for t in tree)
-    assert_trees_equal(DraftTree(*(t.cpu() for t in tree)), organize_tree(cfg, *lists))
+    assert reference.as_lists(tree) == reference.organize_tree(cfg, *lists)
     chain = DraftConfig.chain(3)
     topk_p, topk_index = multilayer(3, 5, gen, device=device)
     fast = organize_chain(chain_constants(chain, max_bs=5, device=device), topk_index)
+    assert all(t.device == device for t in fast)
+    assert reference.as_lists(fast) == reference.organize_chain(3, topk_index.cpu())
     assert_trees_equal(fast, organize_multilayer(chain, topk_p, topk_index))
 
 
