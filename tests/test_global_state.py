@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.utils.deterministic
+from torch.utils import _pytree as pytree
 
 from eagle_fn import (
     DraftConfig,
@@ -331,13 +332,17 @@ def kernel_outputs(kernels, x):
 def test_kernels_ignore_global_settings(state, inputs):
     from helpers import kernel_support  # skips without triton; turns on the interpreter
 
-    if not kernel_support.INTERPRETED:
+    # Compiled kernels on a GPU; on a CPU, the interpreter's (on from the import, unless the
+    # kernels were already imported without it).
+    device = kernel_support.KERNEL_DEVICE
+    if device.type == "cpu" and not kernel_support.INTERPRETED:
         pytest.skip("CPU tensors need TRITON_INTERPRET=1 before the import")
-    problem = kernel_support.interpreter_problem()
+    problem = kernel_support.interpreter_problem() if device.type == "cpu" else None
     if problem is not None:
         pytest.skip(str(problem))
     import eagle_fn.kernels as kernels
 
+    inputs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), inputs)
     expected = kernel_outputs(kernels, inputs)
     with STATES[state]():
         actual = kernel_outputs(kernels, inputs)

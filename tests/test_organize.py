@@ -422,8 +422,9 @@ def test_organize_multilayer_bad_inputs(args, error, match):
 
 
 def test_organize_tree_runs_8_aten_ops():
-    # docs/performance.md: the NaN/tie-safe selection runs 8 ATen ops at k 4, S 4, N 16, two
-    # elementwise passes (addcmul, fmax) and a second topk more than cat/topk/sort/gather.
+    # docs/performance.md: the NaN/tie-safe selection runs 8 ATen ops at k 4, S 4, N 16:
+    # cat/topk/sort/gather with a second topk in place of the sort, and two elementwise
+    # passes (addcmul, fmax) more.
     cfg = DraftConfig(4, 4, 16)
     lists = draft_lists(cfg, 2, torch.Generator().manual_seed(0))
     organize_tree(cfg, *lists)  # warm: the ranking keys' constants are built on first use

@@ -127,6 +127,14 @@ class NoLaunch:
         raise AssertionError(f"a kernel was launched on grid {grid}")
 
 
+# What a kernel called on CPU tensors says without the interpreter, on any machine.
+NO_INTERPRETER = (
+    "the Triton kernels cannot run here: Triton kernels run on CPU tensors only in "
+    "interpreter mode; set TRITON_INTERPRET=1 before triton is first imported (before "
+    "`import eagle_fn`)"
+)
+
+
 def without_interpreter(script):
     """Runs ``script`` in a Python process without TRITON_INTERPRET, so that the kernels are
     real Triton JIT functions, on this process's import path; returns its stdout."""

@@ -180,9 +180,10 @@ EDGE_CASES = {
     # The accumulator adds in float32 one child at a time (SGLang's kernel): coin 0.5 + 2**-24
     # exceeds it at every child, all three are rejected and leave the root row: token 3.
     "sequential_accumulator": (sequential_accumulator(), [[[0, -1]], [0], [3, 0, 0, 0]]),
-    # Every level accepted: node 1's rejected child removes nothing from the final row ...
+    # Every root child rejected; the final coin ties token 4's running sum, so token 5.
     "final_coin_ties_a_running_sum": (tied_final_coin(), [[[0, -1]], [0], [5, 0, 0, 0]]),
     "sibling_ring_tries_n_children": (sibling_ring(), [[[0, -1]], [0], [3, 0, 0, 0]]),
+    # Every level accepted: node 1's rejected child removes nothing from the final row ...
     "accepted_loop": (accepted_loop(False), [[[0, 1]], [1], [1, 1]]),
     # ... and with draft_probs the final row is q, not relu(q - p) = [0, 0, .5, 0].
     "accepted_loop_draft": (accepted_loop(True), [[[0, 1]], [1], [1, 1]]),
