@@ -11,6 +11,8 @@ import functools
 import pytest
 import torch
 import torch._dynamo
+import triton
+import triton.language as tl
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from torch._dynamo.utils import counters
@@ -31,7 +33,8 @@ from eagle_fn import _memo
 from eagle_fn._compile import batch_shapes, compile_fn
 from eagle_fn.kernels import greedy as kgreedy
 from eagle_fn.kernels import verify as kverify
-from eagle_fn.kernels._ops import launcher
+from eagle_fn.kernels._kernels_build import _bisect
+from eagle_fn.kernels._ops import launcher, power_of_2
 from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
@@ -187,6 +190,31 @@ def test_parent_lookup_stays_in_its_row(device):
     vt = check_build(MALFORMED_CFG, tree, bonus, seq_lens, MaskMode.QLEN)
     assert vt.positions[:5].tolist() == [10, 11, 11, 12, 11]
     assert vt.retrieve_next_token[0].tolist() == [1, 3, -1, -1, -1]
+
+
+@triton.jit
+def _bisect_probe(sel_ptr, wanted_ptr, found_ptr, n, BLOCK_N: tl.constexpr):  # noqa: N803
+    node = tl.arange(0, BLOCK_N)
+    sel = tl.load(sel_ptr + node, mask=node < n, other=0)
+    wanted = tl.load(wanted_ptr + node, mask=node < n, other=-1)
+    tl.store(found_ptr + node, _bisect(sel, wanted, n, BLOCK_N), mask=node < n)
+
+
+@pytest.mark.parametrize("n", [5, 64, 2**16 + 3])
+def test_parent_bisection_finds_every_node(n, device):
+    # The lookup the build uses on ascending selections, alone: past 2**16 nodes (a 2**17
+    # block) a bisection with too few halvings stops short of the top nodes.
+    gen = torch.Generator().manual_seed(n)
+    sel = torch.sort(torch.randint(0, 2 * n, (n,), generator=gen, dtype=torch.int32)).values
+    sel[0] = -5  # node 0 (the root) is never searched
+    wanted = torch.randint(-1, 2 * n + 1, (n,), generator=gen, dtype=torch.int32)
+    wanted[-4:] = sel[-4:]  # the top nodes, where a short bisection stops below
+    found = torch.empty(n, dtype=torch.int32, device=device)
+    _bisect_probe[(1,)](sel.to(device), wanted.to(device), found, n, BLOCK_N=power_of_2(n))
+    first = {}
+    for node in range(n - 1, 0, -1):
+        first[int(sel[node])] = node
+    assert found.tolist() == [first.get(int(w), n) for w in wanted]
 
 
 @pytest.mark.parametrize(

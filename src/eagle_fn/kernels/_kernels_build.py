@@ -134,7 +134,8 @@ def _bisect(sel, wanted, n, BLOCK_N: tl.constexpr):
     """The first node ``m`` in ``[1, N)`` with ``sel[m] == wanted``, N for none; ``sel[1:N]``
     ascending. Binary lifting: ``below`` grows to the last node whose value is below."""
     below = tl.zeros_like(wanted).to(tl.int32)  # [BLOCK_N] nodes 1..below hold smaller values
-    for shift in tl.static_range(1, 17):
+    # Shifts past log2(BLOCK_N) fold away at compile time: 31 covers any int32 block.
+    for shift in tl.static_range(1, 32):
         if (BLOCK_N >> shift) > 0:
             probe = below + (BLOCK_N >> shift)
             value = tl.gather(sel, tl.minimum(probe, n - 1), 0)  # [BLOCK_N]
