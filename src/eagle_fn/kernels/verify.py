@@ -87,7 +87,7 @@ def _launch_shape(n: int, mask_mode: int) -> tuple[int, int, int, bool]:
     rows = min(block, max(1, TILE // block))
     # Packed trees are light (one tile, no per-row walks): one warp keeps the reductions and
     # register gathers inside it, with no barriers and no work copied across warps.
-    warps = 1 if block <= PACKED_N or block * rows <= 1024 else 4
+    warps = 1 if block <= PACKED_N else 4
     # The kernel writes packed QLEN rows of whole 4-cell words as int32 words.
     words = mask_mode == QLEN and block <= PACKED_N and n % 4 == 0
     return block, rows, warps, words
