@@ -22,8 +22,8 @@ ENV_VAR = "EAGLE_FN_COMPILE"
 # What `auto` compiles, per device type: the paths whose compiled call measured faster than
 # eager there (docs/performance.md has the figures and their sources). On a CPU only the
 # general verify build (84 small ops) gains. On CUDA (an H200, torch 2.11) the tree organize
-# and the general verify build gain under CUDA-graph replay; the chain paths run no kernel
-# (compiling adds only guard cost).
+# and the general verify build gain under CUDA-graph replay; the chain organize runs no kernel
+# and the chain verify build two, where compiling adds host time and saves none.
 AUTO_COMPILED = {"cpu": frozenset({"verify"}), "cuda": frozenset({"tree", "verify"})}
 
 

@@ -21,7 +21,9 @@ class DraftStep(NamedTuple):
 
     input_ids: Tensor  # [bs * topk] tokens of the kept paths, row-major
     hidden_index: Tensor  # [bs * topk] hidden-state row each kept path continues
-    scores: Tensor  # [bs, topk] cumulative path scores of the kept paths, best first
+    # [bs, topk] cumulative path scores of the kept paths: topk_p as given at step 0, best
+    # first after it
+    scores: Tensor
     score_entry: Tensor  # [bs, 1, topk] at step 0, [bs, topk, topk] after
     token_entry: Tensor  # [bs, topk] at step 0, [bs, topk * topk] after
     parents_entry: Tensor  # [bs, topk + 1] at step 0, [bs, topk] after

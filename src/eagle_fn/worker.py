@@ -56,17 +56,17 @@ def _method(
     name: str, fn: Callable[Concatenate[DraftConfig, P], R]
 ) -> Callable[Concatenate[DraftOrganizer, P], R]:
     """The method ``name``: ``fn``'s parameters after ``cfg``, and the guard."""
-    doc = f"As :func:`~eagle_fn.{fn.__name__}` with the worker's config (semantics §6)."
+    doc = f"As :func:`~eagle_fn.{fn.__name__}` with the worker's config (docs/semantics.md §6)."
     signature, qualname = cut(fn, slice(1, None), "self"), f"DraftOrganizer.{name}"
     return forwarding(name, signature, _route, name, qualname=qualname, doc=doc)
 
 
 class DraftOrganizer:
-    """The thin stateful front of eagle_fn for a serving engine's draft loop (semantics §6):
-    a chain config within ``max_bs`` takes cached constants (shared read-only views), the
-    rest the general path, with identical values. ``compile`` and ``backend`` override
-    ``EAGLE_FN_COMPILE`` and ``EAGLE_FN_BACKEND``. Each method takes the arguments of the
-    function it fronts, less ``cfg``."""
+    """The thin stateful front of eagle_fn for a serving engine's draft loop
+    (docs/semantics.md §6): a chain config within ``max_bs`` takes cached constants (shared
+    read-only views), the rest the general path, with identical values. ``compile`` and
+    ``backend`` override ``EAGLE_FN_COMPILE`` and ``EAGLE_FN_BACKEND``. Each method takes the
+    arguments of the function it fronts, less ``cfg``."""
 
     # Fronted by name: in this class body ``organize`` is the method, not the module.
     organize = _method("organize", organize_multilayer)

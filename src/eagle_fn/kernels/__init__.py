@@ -42,7 +42,8 @@ if _helper is not None and interpreted(_helper) != interpreted(verify_greedy_ker
         "it in the environment before triton is first imported (before `import eagle_fn`)"
     )
 
-# The public functions, then the unchecked ones the worker's triton paths use.
+# The public functions and three unchecked cores with the torch cores' parameters:
+# greedy_core, tree_core and verify_core (the worker's triton paths call the last two).
 __all__ = [
     "build_verify_tree",
     "greedy_core",

@@ -82,7 +82,8 @@ def _launch_plan(
         "PW": parent_width,
         "WIDE": wide,
         "BY_RANK": by_rank,
-        "BITS": 4 if width_block <= 512 else 2,  # 2**BITS x BLOCK compares a round: <= 8192
+        # 2**BITS x BLOCK compares a round: at most 8192 up to a 2048 block, then 4 a lane.
+        "BITS": 4 if width_block <= 512 else 2,
         "BLOCK": width_block,
         "num_warps": 4 if width_block <= 2048 else 8,
     }
