@@ -121,6 +121,8 @@ def test_temperature_zero_is_greedy_verification():
         (-1.0, ValueError, r"speculative_generate: temperature must be finite and >= 0, got -1.0"),
         (float("nan"), ValueError, r"temperature must be finite and >= 0, got nan"),
         ("hot", TypeError, r"temperature must be a float or a \[bs\] tensor, got str"),
+        (False, TypeError, r"temperature must be a float or a \[bs\] tensor, got bool"),
+        (True, TypeError, r"temperature must be a float or a \[bs\] tensor, got bool"),
         (torch.ones(3), ValueError, r"temperature must have shape \[bs\] = \[2\], got \[3\]"),
     ],
 )

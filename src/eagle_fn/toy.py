@@ -267,7 +267,9 @@ def _check_speculative(
     _check_generate(where, (target, draft), prompts, tokens, gen)
     if cfg.topk > draft.vocab:  # the draft keeps its top k tokens a step
         raise ValueError(f"{where}: topk = {cfg.topk} exceeds the vocabulary of {draft.vocab}")
-    greedy = not isinstance(temperature, Tensor) and temperature == 0
+    # A bool equals 0 or 1 but is no temperature: _temperatures rejects it.
+    number = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+    greedy = number and temperature == 0
     return None if greedy else _temperatures(where, temperature, prompts)
 
 
