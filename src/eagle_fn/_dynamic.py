@@ -56,7 +56,6 @@ class UnbackedInt:
     """
 
     min: int = 0
-    max: int | None = None
 
     def __post_init__(self) -> None:
         if self.min < 0:
@@ -159,7 +158,7 @@ def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
     out: dict[str, object] = {}
     for name, arg in shapes.items():
         if isinstance(arg, UnbackedInt):
-            out[name] = spec.IntVar(name, min=arg.min, max=arg.max)
+            out[name] = spec.IntVar(name, min=arg.min)
         elif arg.length is None:
             out[name] = batch_first(arg)
         else:
@@ -243,13 +242,11 @@ def _marked(decorators: types.ModuleType, arg: DynamicArg, value: Any) -> Any:
 
 
 def _unmarked(arg: DynamicArg, value: Any) -> Any:
-    """Traced: an UnbackedInt's value back from its carrier, within its bounds."""
+    """Traced: an UnbackedInt's value back from its carrier, at least its ``min``."""
     if not isinstance(arg, UnbackedInt):
         return value
     size = value.shape[0]
     torch._check(size >= arg.min)
-    if arg.max is not None:
-        torch._check(size <= arg.max)
     return size
 
 
