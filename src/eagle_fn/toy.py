@@ -268,8 +268,7 @@ def _check_speculative(
     if cfg.topk > draft.vocab:  # the draft keeps its top k tokens a step
         raise ValueError(f"{where}: topk = {cfg.topk} exceeds the vocabulary of {draft.vocab}")
     # A bool equals 0 or 1 but is no temperature: _temperatures rejects it.
-    number = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
-    greedy = number and temperature == 0
+    greedy = not isinstance(temperature, (Tensor, bool)) and temperature == 0
     return None if greedy else _temperatures(where, temperature, prompts)
 
 
