@@ -219,6 +219,13 @@ def test_inputs_that_require_grad_reach_the_kernels_detached(fresh_dynamo):
         got = fn(topk_p.clone().requires_grad_())
         assert not any(t.requires_grad for t in got)
         assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    # Step 0 computes no scores: both backends hand topk_p itself back, grad flag and all.
+    first_p = topk_p[:2].clone().requires_grad_()
+    for module in (eagle_fn, eagle_fn.kernels):
+        step = module.select_top_k(cfg, 0, first_p, topk_index[:2])
+        assert step.scores is first_p
+        assert step.score_entry._base is first_p
+        assert [t.requires_grad for t in step] == [False, False, True, True, False, False]
 
 
 def test_a_launch_on_a_tensor_subclass_runs(device):
