@@ -204,6 +204,10 @@ def _bisect_probe(sel_ptr, wanted_ptr, found_ptr, n, BLOCK_N: tl.constexpr):  # 
 def test_parent_bisection_finds_every_node(n, device):
     # The lookup the build uses on ascending selections, alone: past 2**16 nodes (a 2**17
     # block) a bisection with too few halvings stops short of the top nodes.
+    if n > 2**16 and device.type == "cuda":
+        # The arithmetic does not depend on the device; one GPU program's 2**17-lane gathers
+        # may not fit its shared memory.
+        pytest.skip("2**17 lanes in one program: checked in the interpreter")
     gen = torch.Generator().manual_seed(n)
     sel = torch.sort(torch.randint(0, 2 * n, (n,), generator=gen, dtype=torch.int32)).values
     sel[0] = -5  # node 0 (the root) is never searched
