@@ -88,7 +88,9 @@ def test_none_reads_the_environment(monkeypatch):
     monkeypatch.setenv("EAGLE_FN_BACKEND", "torch")
     assert resolve_backend(None, CUDA) is Backend.TORCH
     monkeypatch.setenv("EAGLE_FN_BACKEND", "bogus")
-    message = "EAGLE_FN_BACKEND (or unset) must be one of 'torch', 'triton', 'auto', got 'bogus'"
+    message = (
+        "EAGLE_FN_BACKEND must be one of 'torch', 'triton', 'auto' or unset/empty, got 'bogus'"
+    )
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         resolve_backend(None, CUDA)
 

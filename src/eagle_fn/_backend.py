@@ -35,7 +35,7 @@ class Backend(enum.Enum):
     AUTO = "auto"
 
 
-def parse_backend(value: str | Backend, *, source: str = "backend") -> Backend:
+def parse_backend(value: str | Backend, *, source: str = "backend", unset: str = "") -> Backend:
     """The :class:`Backend` named by ``value``; a ``ValueError`` lists the valid names."""
     if isinstance(value, Backend):
         return value
@@ -45,13 +45,13 @@ def parse_backend(value: str | Backend, *, source: str = "backend") -> Backend:
         return Backend(value)
     except ValueError:
         valid = ", ".join(repr(b.value) for b in Backend)
-        raise ValueError(f"{source} must be one of {valid}, got {value!r}") from None
+        raise ValueError(f"{source} must be one of {valid}{unset}, got {value!r}") from None
 
 
 def backend_from_env() -> Backend:
     """Parses ``EAGLE_FN_BACKEND``; unset (or empty) means ``auto``."""
     raw = os.environ.get(ENV_VAR) or Backend.AUTO.value
-    return parse_backend(raw, source=f"{ENV_VAR} (or unset)")
+    return parse_backend(raw, source=ENV_VAR, unset=" or unset/empty")
 
 
 def resolve_backend(
