@@ -41,6 +41,7 @@ def test_attributes():
     assert w.max_bs == 4
     assert w.device == torch.device("cpu")
     assert w.compiled == set()
+    assert w.backend is Backend.TORCH
 
 
 @pytest.mark.parametrize("num_steps", [1, 3, 8])

@@ -91,7 +91,7 @@ class DraftOrganizer:
         self.reconfigure(cfg)
 
     def reconfigure(self, cfg: DraftConfig) -> None:
-        """Switches to ``cfg`` (or, failing, keeps the old one); the caches supply the rest."""
+        """Switches to ``cfg`` (or, failing, keeps the old one); assigning ``config`` would not."""
         require_config("DraftOrganizer.reconfigure", cfg)
         fns = path_functions(PATHS, cfg, self.max_bs, self.compiled, self.backend)
         made = {n: p.constants for n, p in PATHS.items() if p.constants and cfg.is_chain}
