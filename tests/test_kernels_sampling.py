@@ -789,3 +789,23 @@ def test_a_final_coin_of_one_takes_the_last_token_with_mass(blocks, coin):
     assert final_tokens(verify_sampling(cfg, vt, q, u, final)).tolist() == [last] * bs
     with launch_shape(SMALL_BLOCK, "single"):
         check(cfg, vt, q, u, final)
+
+
+@SPLITS
+@pytest.mark.parametrize("coin", [-0.5, -1e-30, -math.inf])
+def test_a_negative_final_coin_takes_the_first_token_with_mass(split, coin):
+    # Coins outside [0, 1) break the caller's contract, yet the kernel equals the torch
+    # function there too: every running sum exceeds coin * total, so the first positive index
+    # is drawn. It lies past two blocks without mass, where the rejected tokens are.
+    gen = torch.Generator().manual_seed(7)
+    cfg, bs, vocab = DraftConfig(2, 2, 4), 3, 5 * SMALL_BLOCK
+    vt = organized_tree(cfg, bs, gen, vocab)
+    vt = vt._replace(draft_tokens=vt.draft_tokens % SMALL_BLOCK)  # rejected: block 0 only
+    q = dyadic_row(vocab, gen)
+    q[: 2 * SMALL_BLOCK + 3] = 0.0
+    q = q.expand(bs, 4, vocab).contiguous()  # [bs, N, V]
+    u, final = torch.full((bs, 4), 0.999), torch.full((bs,), coin)
+    first = int(q[0, 0].nonzero().min())
+    assert final_tokens(verify_sampling(cfg, vt, q, u, final)).tolist() == [first] * bs
+    with launch_shape(SMALL_BLOCK, split):
+        check(cfg, vt, q, u, final)

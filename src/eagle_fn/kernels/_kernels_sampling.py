@@ -105,16 +105,19 @@ def _locate(q_ptr, p_ptr, rejected, drop, sums, ends, total, coin, num_blocks, v
     """Inverse CDF from the block sums and the running sums at the blocks' ends: one block
     is scanned again, the only one whose entries are needed.
 
-    The first block whose end exceeds ``coin * total`` gives its first index whose running
-    sum exceeds the target (its last positive one if rounding left none). With no such block,
-    the last block with mass gives its last positive index: the row's. Else ``vocab - 1``.
-    A block has mass exactly when its sum is positive: a float64 sum of positive entries is.
+    The first block with mass whose end exceeds ``coin * total`` gives its first index whose
+    running sum exceeds the target (its last positive one if rounding left none). With no
+    such block, the last block with mass gives its last positive index: the row's. Else
+    ``vocab - 1``. A block has mass exactly when its sum is positive: a float64 sum of
+    positive entries is. Without mass a block cannot cross a target ``>= 0``, but it can a
+    negative one (a coin below 0) or, by a scan's rounding, one its predecessor did not.
     """
     target = coin * total
     blocks = tl.arange(0, MAX_BLOCKS)  # [MAX_BLOCKS]
     inside = blocks < num_blocks
-    crossing = tl.min(tl.where(inside & (ends > target), blocks, MAX_BLOCKS), axis=0)
-    heavy = tl.max(tl.where(inside & (sums > 0), blocks, -1), axis=0)
+    heavy_blocks = inside & (sums > 0)  # [MAX_BLOCKS]
+    crossing = tl.min(tl.where(heavy_blocks & (ends > target), blocks, MAX_BLOCKS), axis=0)
+    heavy = tl.max(tl.where(heavy_blocks, blocks, -1), axis=0)
     crosses = crossing < num_blocks
     block = tl.where(crosses, crossing, tl.maximum(heavy, 0))
     before = tl.sum(tl.where(blocks == block - 1, ends, 0.0), axis=0)  # exact: one term
