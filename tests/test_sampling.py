@@ -828,6 +828,16 @@ def test_top_p_on_even_rows_keeps_as_the_reference(vocab, top_p):
     assert torch.equal(probs > 0, want > 0)
 
 
+@pytest.mark.parametrize(("vocab", "kept"), [(12, 7), (16, 8)])
+def test_top_p_ties_in_exact_arithmetic_fall_where_float64_rounds_them(vocab, kept):
+    # docs/sampling.md's example: six twelfths sum to just under 0.5 in float64, so a
+    # seventh token is kept; eight sixteenths sum to 0.5 exactly, and the ninth is not.
+    probs = target_probs_from_logits(
+        torch.zeros(1, vocab), torch.ones(1), top_p=torch.tensor([0.5], dtype=torch.float64)
+    )
+    assert (probs > 0).sum().item() == kept
+
+
 VT = TREE_VT
 QS = torch.rand(4, 10)
 U, F = torch.rand(1, 4), torch.rand(1)

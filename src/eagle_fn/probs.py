@@ -157,8 +157,9 @@ def _top_k_top_p_mask(probs: Tensor, top_k: Tensor | None, top_p: Tensor | None)
         kth = ordered.gather(-1, (k - 1).clamp(0, vocab - 1).expand(-1, probs.shape[1], 1))
         keep = keep & ((k <= 0) | (k >= vocab) | (ordered >= kth))  # [bs, N, V]
     if top_p is not None:
-        # In float64: the preceding mass meets p exactly on even rows (uniform, say), where
-        # float32 rounding would decide which token is kept.
+        # In float64, where float32 would round more ties away: a row whose sums are exact
+        # (uniform over 2**k tokens, say) meets p exactly; other ties fall where float64
+        # rounds them (six of 12 uniform tokens sum to just under 0.5).
         mass = _renormalize(ordered.double() * keep)  # [bs, N, V]
         running = torch.cumsum(mass, dim=-1)  # [bs, N, V]
         before = torch.cat([torch.zeros_like(running[..., :1]), running[..., :-1]], -1)
