@@ -5,6 +5,9 @@ of each of the first three emitted positions comes from dynamic programming over
 two-token context; Pearson's chi-square compares them, p > 1e-3 with fixed seeds.
 """
 
+from fractions import Fraction
+
+import numpy as np
 import pytest
 import torch
 
@@ -123,6 +126,8 @@ def test_temperature_zero_is_greedy_verification():
         ("hot", TypeError, r"temperature must be a float or a \[bs\] tensor, got str"),
         (False, TypeError, r"temperature must be a float or a \[bs\] tensor, got bool"),
         (True, TypeError, r"temperature must be a float or a \[bs\] tensor, got bool"),
+        (np.bool_(False), TypeError, r"a float or a \[bs\] tensor, got bool"),
+        (Fraction(0), TypeError, r"temperature must be a float or a \[bs\] tensor, got Fraction"),
         (torch.ones(3), ValueError, r"temperature must have shape \[bs\] = \[2\], got \[3\]"),
     ],
 )
