@@ -25,12 +25,19 @@ def _clean_env(monkeypatch):
 
 @pytest.fixture
 def triton_installed(monkeypatch):
-    monkeypatch.setattr(_backend, "triton_available", lambda: True)
+    monkeypatch.setattr(_backend, "triton_import_error", lambda: None)
 
 
 @pytest.fixture
 def triton_missing(monkeypatch):
-    monkeypatch.setattr(_backend, "triton_available", lambda: False)
+    why = "the triton package is not installed (pip install triton)"  # import_error's, below
+    monkeypatch.setattr(_backend, "triton_import_error", lambda: why)
+
+
+@pytest.fixture
+def triton_broken(monkeypatch):
+    why = "triton is installed but does not import (OSError: libcuda.so.1: cannot open)"
+    monkeypatch.setattr(_backend, "triton_import_error", lambda: why)
 
 
 @pytest.mark.parametrize(
@@ -141,6 +148,30 @@ def test_without_triton_auto_is_torch_and_triton_is_refused(monkeypatch):
         resolve_backend("triton", CPU)
     with pytest.raises(RuntimeError, match="triton package is not installed"):
         resolve_backend("triton", CUDA)
+
+
+@pytest.mark.usefixtures("triton_broken")
+def test_a_triton_that_does_not_import_sends_auto_to_torch_and_is_refused_by_name():
+    assert resolve_backend("auto", CUDA) is Backend.TORCH
+    assert not _backend.triton_available()
+    with pytest.raises(RuntimeError, match=r"cannot run on cuda:0: triton is installed but does "):
+        resolve_backend("triton", CUDA)
+
+
+def test_import_error_says_whether_a_package_is_missing_or_broken(tmp_path, monkeypatch):
+    missing = "eagle_fn_test_absent_package"
+    assert _backend.import_error(missing) == (
+        f"the {missing} package is not installed (pip install {missing})"
+    )
+    broken = "eagle_fn_test_broken_package"
+    (tmp_path / broken).mkdir()
+    (tmp_path / broken / "__init__.py").write_text("raise OSError('libcuda.so.1: cannot open')")
+    monkeypatch.syspath_prepend(tmp_path)
+    assert _backend.import_error(broken) == (
+        f"{broken} is installed but does not import (OSError: libcuda.so.1: cannot open)"
+    )
+    assert broken not in sys.modules  # a failed import leaves nothing half-imported behind
+    assert _backend.import_error("math") is None
 
 
 def test_triton_availability_matches_an_import():

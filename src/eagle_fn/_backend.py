@@ -84,9 +84,7 @@ def resolve_backend(
 
 def triton_unavailable_reason(device: torch.device) -> str | None:
     """Why the kernels cannot run on ``device``, or ``None`` when they can."""
-    if not triton_available():
-        return "the triton package is not installed (pip install triton)"
-    return kernel_device_reason(device)
+    return triton_import_error() or kernel_device_reason(device)
 
 
 def kernel_device_reason(device: torch.device) -> str | None:
@@ -121,7 +119,25 @@ def record_kernels(interpreted: bool) -> None:
     _decided[:] = [interpreted]
 
 
-@functools.cache
 def triton_available() -> bool:
-    """Whether ``triton`` can be imported, found without importing it (which takes seconds)."""
-    return importlib.util.find_spec("triton") is not None
+    """Whether ``triton`` imports. Asked only where the kernels are about to be imported,
+    which imports triton anyway (seconds): ``auto`` on CUDA, ``triton`` anywhere."""
+    return triton_import_error() is None
+
+
+def triton_import_error() -> str | None:
+    """Why ``import triton`` fails, or ``None`` when it succeeds. Installed is not enough: a
+    broken install (a CUDA library it cannot load, say) sends ``auto`` to torch."""
+    return import_error("triton")
+
+
+@functools.cache
+def import_error(name: str) -> str | None:
+    """Why ``import name`` fails (not installed, or raising), or ``None`` once it succeeds."""
+    if importlib.util.find_spec(name) is None:
+        return f"the {name} package is not installed (pip install {name})"
+    try:
+        importlib.import_module(name)
+    except Exception as error:  # a broken install raises anything: ImportError, OSError, ...
+        return f"{name} is installed but does not import ({type(error).__name__}: {error})"
+    return None
