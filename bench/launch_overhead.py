@@ -5,7 +5,7 @@ Run from the repository root on a CUDA machine (``bench/gpu_check.sh`` does)::
     PYTHONPATH=src:bench python bench/launch_overhead.py
 
 Issue 10 asks for at most 50 µs of eager host time per stage; the H200 run of 2026-11-30 gave
-48-106 µs at bs 32, while the same calls with the launch stubbed out cost 11-19 µs of Python on
+48-103 µs at bs 32, while the same calls with the launch stubbed out cost 11-19 µs of Python on
 the 2-core development CPU. For each stage of the tree-path target case it prints, in host µs
 per call (the loop timed with one synchronize at its end):
 
