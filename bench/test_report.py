@@ -102,10 +102,12 @@ def test_a_page_without_the_section_gets_it_appended():
     )
 
 
-def test_report_refuses_a_run_without_the_device(tmp_path):
+def test_report_refuses_a_run_without_the_device(tmp_path, capsys):
     path = write_run(tmp_path, [bench("floor", 2.0)])
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exited:
         report.main(["--device", "cuda", "--from-json", str(path), "--markdown", str(tmp_path)])
+    assert exited.value.code == 2  # argparse's usage error, for this reason:
+    assert f"{path} holds no benchmark run on cuda" in capsys.readouterr().err
 
 
 def test_run_selects_the_compact_suite_on_the_device(tmp_path):

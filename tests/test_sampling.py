@@ -162,20 +162,33 @@ def test_threshold_acc_scales_the_accumulator():
     assert tree_verdict(0.999, 0.5, threshold_acc=0.0).accept_index.tolist() == [[0, 1, 3]]
 
 
-def test_threshold_acc_is_floored_at_1e_minus_9():
-    # The root's children hold q(7) = 1e-8 and q(9) = 0; coin 0.5. Floored at 1e-9 (0 and
-    # 1e-12 are), the limit for node 1 is 10: accepted. At 1e-7, above the floor, it is 0.1.
-    root = [0.5] + [0.0] * 6 + [1e-8, 0.0, 0.0]
-    for acc, accepted in ((0.0, [[0, 1, 3]]), (1e-12, [[0, 1, 3]]), (1e-7, [[0, -1, -1]])):
-        verdict = tree_verdict(0.5, 0.5, root=root, threshold_acc=acc)
-        assert verdict.accept_index.tolist() == accepted, acc
+@pytest.mark.parametrize(
+    ("q7", "acc", "accepted"),
+    [
+        (1e-8, 0.0, [[0, 1, 3]]),  # limit 1e-8 / 1e-9 = 10
+        (1e-8, 1e-12, [[0, 1, 3]]),  # floored too
+        (1e-8, 1e-7, [[0, -1, -1]]),  # above the floor: 0.1
+        (2e-10, 0.0, [[0, -1, -1]]),  # 0.2: a floor below 1e-9 would accept
+        (2e-10, 1e-12, [[0, -1, -1]]),
+        (1e-9, 0.0, [[0, 1, 3]]),  # exactly 1: a floor above 1e-9 would reject
+    ],
+)
+def test_threshold_acc_is_floored_at_1e_minus_9(q7, acc, accepted):
+    # The root's children hold q(7) (node 1) and q(9) = 0 (node 2); coin 0.5.
+    root = [0.5] + [0.0] * 6 + [q7, 0.0, 0.0]
+    verdict = tree_verdict(0.5, 0.5, root=root, threshold_acc=acc)
+    assert verdict.accept_index.tolist() == accepted
 
 
 def test_an_int_threshold_up_to_the_largest_float_is_taken_as_that_float():
     big = int(sys.float_info.max)  # converts to a float exactly
+    # Root coin 0.1 accepts node 1 at the default thresholds; acc 0.2 / big does not, and
+    # q(7) = 0.2 < big: the int acts as the float it converts to, not as 1 or a clamp.
+    rejected = [[[0, -1, -1]], [0], [3, 0, 0, 0]]
     for name in ("threshold_single", "threshold_acc"):
-        as_int = tree_verdict(0.9, 0.5, **{name: big})
-        assert as_lists(as_int) == as_lists(tree_verdict(0.9, 0.5, **{name: float(big)}))
+        as_int = tree_verdict(0.1, 0.5, **{name: big})
+        assert as_lists(as_int) == as_lists(tree_verdict(0.1, 0.5, **{name: float(big)}))
+    assert as_lists(tree_verdict(0.1, 0.5, threshold_acc=big)) == rejected
 
 
 def test_siblings_with_one_token_count_twice_and_are_removed_once():

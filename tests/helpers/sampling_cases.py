@@ -102,6 +102,15 @@ def tied_final_coin():
     return SamplingCase(WIDE_CFG, WIDE_VT, q, t([[0.5, 0.5, 0.5, 0.5]]), t([0.5]))
 
 
+def floored(q7, acc):
+    """TREE_VT with node 1's token 7 at ``q7`` in the root row, 0.5 at token 0, and coins 0.5:
+    node 1 passes when q7 / max(acc, 1e-9) >= 0.5, then node 3 (token 4, q 0.6) does too."""
+    root = [0.5] + [0.0] * 6 + [q7, 0.0, 0.0]
+    node1 = [0.0] * 4 + [0.6] + [0.0] * 3 + [0.4, 0.0]
+    q = t([root, node1, NODE2, [0.0, 1.0] + [0.0] * 8])
+    return SamplingCase(TREE_CFG, TREE_VT, q, t([[0.5] * 4]), t([0.5]), (1.0, acc))
+
+
 # A chain of S = 1 whose node 1 (token 1) is its own child: after the walk accepts it, node 1
 # still tries (and rejects, coin 0.75 > 0.5) its child, but every level accepted, so the final
 # token comes from node 1's plain row [0, .5, .5, 0]: u = 0.25, token 1.
@@ -183,6 +192,13 @@ EDGE_CASES = {
     # Every root child rejected; the final coin ties token 4's running sum, so token 5.
     "final_coin_ties_a_running_sum": (tied_final_coin(), [[[0, -1]], [0], [5, 0, 0, 0]]),
     "sibling_ring_tries_n_children": (sibling_ring(), [[[0, -1]], [0], [3, 0, 0, 0]]),
+    # threshold_acc is floored at 1e-9, not lower: 2e-10 / 1e-9 = 0.2 < 0.5 rejects node 1
+    # (node 2 adds 0); tokens 7, 9 leave the root row, which keeps 0.5 at token 0 ...
+    "threshold_acc_floor_rejects": (floored(2e-10, 0.0), [[[0, -1, -1]], [0], [0, 0, 0, 0]]),
+    "threshold_acc_below_floor": (floored(2e-10, 1e-12), [[[0, -1, -1]], [0], [0, 0, 0, 0]]),
+    # ... and not higher: 1e-9 / 1e-9 = 1 >= 0.5 accepts node 1, then node 3: node 3's row
+    # [0, 1, 0, ...] draws token 1.
+    "threshold_acc_floor_accepts": (floored(1e-9, 0.0), [[[0, 1, 3]], [2], [7, 4, 0, 1]]),
     # Every level accepted: node 1's rejected child removes nothing from the final row ...
     "accepted_loop": (accepted_loop(False), [[[0, 1]], [1], [1, 1]]),
     # ... and with draft_probs the final row is q, not relu(q - p) = [0, 0, .5, 0].
