@@ -156,7 +156,8 @@ def chain_verify_tree(tokens, device="cpu"):
 
 def malformed_tree(cfg, bs, gen):
     """Random parent tables and selections: missing parents, cycles, self-parents, duplicates,
-    negative and out-of-range candidates (their slots floor below 0 or past the table)."""
+    negative and out-of-range candidates (their slots floor below 0 or past the table), and
+    rows whose only fault is a chain one level deeper than num_steps (:func:`too_deep`)."""
     n, width = cfg.num_draft_tokens, cfg.num_candidates
     parents = torch.randint(-2, width + 2, (bs, cfg.parent_width), generator=gen)
     selected = torch.randint(-cfg.topk - 2, width + cfg.topk + 2, (bs, n - 1), generator=gen)
@@ -168,7 +169,28 @@ def malformed_tree(cfg, bs, gen):
             if torch.rand(1, generator=gen).item() < 0.6:
                 parents[b, slot] = selected[b, torch.randint(0, n - 1, (1,), generator=gen)]
     tokens = torch.randint(0, 1000, (bs, n - 1), generator=gen)
+    for b in range(bs):
+        if torch.rand(1, generator=gen).item() < 0.3:
+            too_deep(cfg, parents[b], selected[b], gen)
     return DraftTree(parents, selected, tokens)
+
+
+def too_deep(cfg, parents, selected, gen):
+    """Rewrites one request as a cycle-free chain of num_steps + 1 selected candidates, each
+    the parent of the next, among children of the root: well formed but for the chain's
+    depth, a fault only the last of num_steps hops finds. Needs num_steps slots past the
+    first (a chain config has num_steps - 1) and N - 1 > num_steps; else writes nothing."""
+    k, steps = cfg.topk, cfg.num_steps
+    if k < 2 or steps < 2 or cfg.num_draft_tokens - 1 <= steps:
+        return
+    slots = torch.randperm(cfg.parent_width - 1, generator=gen)[:steps].sort().values + 1
+    chain = [int(torch.randint(0, k, (1,), generator=gen))]  # a child of the root
+    for slot in slots.tolist():  # ascending slots: each link points back, no cycle
+        parents[slot] = chain[-1]
+        chain.append(slot * k + int(torch.randint(0, k, (1,), generator=gen)))
+    selected.copy_(torch.randint(0, k, selected.shape, generator=gen))  # the rest: depth 1
+    at = torch.randperm(selected.numel(), generator=gen)[: steps + 1].sort().values
+    selected[at] = torch.tensor(chain)
 
 
 def agreeing_children(vt, gen, agree=0.8):
