@@ -168,9 +168,9 @@ def test_threshold_acc_scales_the_accumulator():
         (1e-8, 0.0, [[0, 1, 3]]),  # limit 1e-8 / 1e-9 = 10
         (1e-8, 1e-12, [[0, 1, 3]]),  # floored too
         (1e-8, 1e-7, [[0, -1, -1]]),  # above the floor: 0.1
-        (2e-10, 0.0, [[0, -1, -1]]),  # 0.2: a floor below 1e-9 would accept
+        (2e-10, 0.0, [[0, -1, -1]]),  # 0.2: a floor of 1e-12 would give 200, and accept
         (2e-10, 1e-12, [[0, -1, -1]]),
-        (1e-9, 0.0, [[0, 1, 3]]),  # exactly 1: a floor above 1e-9 would reject
+        (1e-9, 0.0, [[0, 1, 3]]),  # about 1: a floor of 1e-8 would give 0.1, and reject
     ],
 )
 def test_threshold_acc_is_floored_at_1e_minus_9(q7, acc, accepted):

@@ -196,7 +196,7 @@ EDGE_CASES = {
     # (node 2 adds 0); tokens 7, 9 leave the root row, which keeps 0.5 at token 0 ...
     "threshold_acc_floor_rejects": (floored(2e-10, 0.0), [[[0, -1, -1]], [0], [0, 0, 0, 0]]),
     "threshold_acc_below_floor": (floored(2e-10, 1e-12), [[[0, -1, -1]], [0], [0, 0, 0, 0]]),
-    # ... and not higher: 1e-9 / 1e-9 = 1 >= 0.5 accepts node 1, then node 3: node 3's row
+    # ... and not higher: 1e-9 / 1e-9, about 1, >= 0.5 accepts node 1, then node 3: its row
     # [0, 1, 0, ...] draws token 1.
     "threshold_acc_floor_accepts": (floored(1e-9, 0.0), [[[0, 1, 3]], [2], [7, 4, 0, 1]]),
     # Every level accepted: node 1's rejected child removes nothing from the final row ...
