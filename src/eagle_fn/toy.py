@@ -138,11 +138,10 @@ def speculative_generate(
     """Speculative decoding from the public functions only, greedy or sampled.
 
     Each round drafts, organizes with a :class:`DraftOrganizer`, lays out the verify tree, runs
-    the target on every node and keeps what :func:`verify_greedy` accepts at ``temperature=0``,
-    an int or a float (the output equals :func:`greedy_generate`'s), else
-    :func:`verify_sampling` with coins from ``generator`` (distributed as
-    :func:`sample_generate`'s output). A float must be finite and >= 0; a ``[bs]`` tensor is
-    not checked (that would sync): rows <= 0 greedy.
+    the target on every node and keeps what :func:`verify_greedy` accepts at an int or float
+    ``temperature=0`` (the output equals :func:`greedy_generate`'s), else :func:`verify_sampling`
+    with coins from ``generator`` (distributed as :func:`sample_generate`'s output). A float
+    must be finite and >= 0; a ``[bs]`` tensor is not checked (that would sync): rows <= 0 greedy.
 
     Shapes: ``prompts [bs, >= 2]`` int64 -> ``tokens [bs, max_new_tokens]``.
     """
