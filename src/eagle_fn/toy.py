@@ -267,10 +267,8 @@ def _check_speculative(
     _check_generate(where, (target, draft), prompts, tokens, gen)
     if cfg.topk > draft.vocab:  # the draft keeps its top k tokens a step
         raise ValueError(f"{where}: topk = {cfg.topk} exceeds the vocabulary of {draft.vocab}")
-    # Only an int or a float 0 is greedy: anything else equal to 0 (a bool, a NumPy bool,
-    # a Fraction) goes on to _temperatures, which names its type.
-    scalar = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
-    return None if scalar and temperature == 0 else _temperatures(where, temperature, prompts)
+    temps = _temperatures(where, temperature, prompts)  # a scalar passing it is an int or float
+    return None if not isinstance(temperature, Tensor) and temperature == 0 else temps
 
 
 def _temperatures(where: str, temperature: object, prompts: Tensor) -> Tensor:
