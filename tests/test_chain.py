@@ -52,6 +52,9 @@ def test_same_arguments_return_the_same_objects():
     assert chain_constants(cfg, max_bs=8, device="cpu:0") is first
     assert chain_constants(cfg, max_bs=9, device="cpu") is not first
     assert chain_constants(DraftConfig.chain(5), max_bs=8, device="cpu") is not first
+    elsewhere = chain_constants(cfg, max_bs=8, device="meta")  # the device is part of the key
+    assert elsewhere is not first
+    assert {elsewhere.parents.device.type, elsewhere.score_indices.device.type} == {"meta"}
 
 
 def test_row_views_are_cut_on_first_use_and_kept(fresh_cache, monkeypatch):

@@ -704,6 +704,7 @@ def test_worker_triton_backend_takes_the_kernels(compiled, device, monkeypatch):
     # The worker's path table names the kernels' "tree_core" and "verify_core" on
     # eagle_fn.kernels: spies put there see each path call (compiled: a graph per mask mode,
     # each traced through the spy), once the memo no longer holds paths built without them.
+    # A torch worker of the same config comes first: the memo keys its paths by backend.
     import eagle_fn.kernels
 
     assert eagle_fn.kernels.verify_core is kverify.verify_core
@@ -712,6 +713,7 @@ def test_worker_triton_backend_takes_the_kernels(compiled, device, monkeypatch):
         monkeypatch.setattr(eagle_fn.kernels, name, spy(getattr(eagle_fn.kernels, name), calls))
     monkeypatch.setattr(_memo, "_cache", {})
     torch._dynamo.reset()
+    DraftOrganizer(SPEC_CFG, max_bs=4, device=device, compile=compiled, backend="torch")
     worker = DraftOrganizer(SPEC_CFG, max_bs=4, device=device, compile=compiled, backend="triton")
     lists = draft_lists(SPEC_CFG, 2, torch.Generator().manual_seed(0), device=device)
     with OpCounter() as counter:

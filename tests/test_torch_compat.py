@@ -154,6 +154,18 @@ def test_every_path_compiles_once_over_the_batch_sweep(fresh_dynamo, features):
     with OpCounter() as counter:
         chain_paths["chain"](constants, topk_index)
     assert counter.total == 0, dict(counter.ops)
+    # A batch of 1 runs the verify graph (inductor's code: no ATen op reaches the dispatcher);
+    # only a batch of 0 runs the eager function.
+    for bs, eager in [(1, False), (0, True)]:
+        tree = organize_tree(tree_cfg, *draft_lists(tree_cfg, bs, gen))
+        zeros = torch.zeros(bs, dtype=torch.int64)
+        with OpCounter() as counter:
+            tree_paths["verify"](tree_cfg, *tree, zeros, zeros, MaskMode.QLEN, 0)
+        assert (counter.total > 0) == eager, (bs, dict(counter.ops))
+    # Past max_bs the chain graph's bound refuses (the worker never sends such a batch): the
+    # constants' max_bs rows would make a tree too short.
+    with pytest.raises(Exception, match=rf"<= {MAX_BS}\b"):
+        chain_paths["chain"](constants, multilayer(3, MAX_BS + 1, gen)[1])
 
 
 @pytest.mark.parametrize("features", FEATURES)
@@ -328,8 +340,16 @@ def test_a_refused_variant_is_its_tensors_layout_and_the_global_modes():
         call(x, 1)
     with torch.inference_mode():
         call(torch.ones(3), 1)
+    with torch.autocast("cpu"):
+        call(x, 1)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        call(x, 1)
+    finally:
+        torch.set_default_dtype(default)
     call(torch.ones(3, 2), 5)  # a new dim after the batch
-    assert asked == [1, 1, 1, 1, 1, 1, 5]
+    assert asked == [1, 1, 1, 1, 1, 1, 1, 1, 5]
 
 
 def test_only_the_recompile_limit_sends_a_call_to_the_eager_function():

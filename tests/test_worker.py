@@ -232,6 +232,16 @@ META_TREE = DraftTree(*(torch.zeros(2, 3, dtype=torch.int64, device="meta"),) * 
             TypeError,
             r"^DraftOrganizer: compile must be a bool or None, got str$",
         ),
+        (  # an int is not a bool, though 1 == True
+            lambda: DraftOrganizer(CHAIN, max_bs=2, device="cpu", compile=1),
+            TypeError,
+            r"^DraftOrganizer: compile must be a bool or None, got int$",
+        ),
+        (
+            lambda: DraftOrganizer(CHAIN, max_bs=2, device="meta", backend="triton"),
+            RuntimeError,
+            r"^DraftOrganizer: backend 'triton' cannot run on meta: ",
+        ),
         (
             lambda: DraftOrganizer(CHAIN, max_bs=2, device="cpu", backend=3),
             TypeError,
