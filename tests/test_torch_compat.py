@@ -393,6 +393,14 @@ def test_the_recompile_limit_warning_names_the_workers_caller():
     assert (caught[0].filename, caught[0].lineno) == (__file__, line)
 
 
+def test_the_callers_options_are_left_as_they_were():
+    # torch.compile pops its own entries (guard_filter_fn, use_aoti) out of the dict it is given.
+    options = {"size_asserts": False, "guard_filter_fn": None}
+    shapes = {"x": _compile.Batch(2)}
+    _compile.compile_fn(_scaled, enabled=True, shapes=shapes, options=options)
+    assert options == {"size_asserts": False, "guard_filter_fn": None}
+
+
 def test_compiling_disabled_returns_the_function_itself():
     shapes = {"topk_index": _compile.Batch(2)}
     assert _compile.compile_fn(_organize_chain, enabled=False, shapes=shapes) is _organize_chain
