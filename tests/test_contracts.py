@@ -66,6 +66,8 @@ def test_a_repeated_signature_still_honours_the_device():
     assert not fits(MULTILAYER, CHAIN, topk_index, topk_p, device=META)
     assert fits(MULTILAYER, CHAIN, topk_index, topk_p)
     assert fits(MULTILAYER, CHAIN, topk_index, topk_p, device=torch.device("cpu"))  # equal
+    # The tensors' own devices are part of what is remembered: one moved fails again.
+    assert not fits(MULTILAYER, CHAIN, topk_index, topk_p.to("meta"))
 
 
 def test_a_config_rule_fails_the_fast_path_and_names_itself():

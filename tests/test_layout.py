@@ -366,6 +366,12 @@ def zero_call(cfg):
             r"seq_lens_sum must be an int, got float",
         ),
         (
+            (SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
+            {"mask_mode": MaskMode.FULL, "seq_lens_sum": True},
+            TypeError,
+            r"seq_lens_sum must be an int, got bool",
+        ),
+        (
             (SPEC_CFG, SPEC_TREE, SPEC_BONUS.to("meta"), SPEC_SEQ_LENS),
             {},
             ValueError,

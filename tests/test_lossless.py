@@ -115,6 +115,11 @@ def test_temperature_zero_is_greedy_verification():
     zero = speculative_generate(cfg, target, draft, start, 12, temperature=0.0)
     assert torch.equal(default.tokens, zero.tokens)
     assert torch.equal(default.accepted, zero.accepted)
+    state = torch.get_rng_state()  # an int 0 is greedy too: no coin drawn from torch's RNG
+    assert torch.equal(
+        speculative_generate(cfg, target, draft, start, 12, temperature=0).tokens, zero.tokens
+    )
+    assert torch.equal(torch.get_rng_state(), state)
     assert torch.equal(zero.tokens, greedy_generate(target, start, 12))
 
 
@@ -123,6 +128,7 @@ def test_temperature_zero_is_greedy_verification():
     [
         (-1.0, ValueError, r"speculative_generate: temperature must be finite and >= 0, got -1.0"),
         (float("nan"), ValueError, r"temperature must be finite and >= 0, got nan"),
+        (float("inf"), ValueError, r"temperature must be finite and >= 0, got inf"),
         ("hot", TypeError, r"temperature must be a float or a \[bs\] tensor, got str"),
         (False, TypeError, r"temperature must be a float or a \[bs\] tensor, got bool"),
         (True, TypeError, r"temperature must be a float or a \[bs\] tensor, got bool"),

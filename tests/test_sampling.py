@@ -803,8 +803,9 @@ def test_an_empty_batch_gives_empty_rows(shape, top):
 
 @pytest.mark.parametrize("temperature", [1e-39, 1e-30, 1e-6])
 def test_a_tiny_temperature_is_the_argmax(temperature):
-    # logits / t would overflow to inf (NaN after softmax, an all-zero row) for t 1e-39.
-    logits = torch.tensor([[1.0, 3.0, 2.0], [-1.0, -3.0, -2.0], [0.5, 0.5, -1.0]])
+    # Unshifted, logits / t would overflow to inf (NaN after softmax, an all-zero row) at
+    # t 1e-39, which divides as float32's smallest normal (1.2e-38): 10 / 1.2e-38 > 3.4e38.
+    logits = torch.tensor([[1.0, 10.0, 2.0], [-1.0, -3.0, -2.0], [0.5, 0.5, -1.0]])
     probs = target_probs_from_logits(logits, torch.full((3,), temperature))
     assert probs.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]
     want = reference.target_probs_from_logits(logits, torch.full((3,), temperature))
@@ -1026,6 +1027,7 @@ def test_probs_bad_inputs(args, kwargs, error, match):
         ((-1, 3), {}, ValueError, r"draw_uniforms: bs must be >= 0, got -1"),
         ((2, 0), {}, ValueError, r"num_draft_tokens must be >= 1, got 0"),
         ((2.0, 3), {}, TypeError, r"bs must be an int, got float"),
+        ((True, 3), {}, TypeError, r"bs must be an int, got bool"),
         ((2, 3), {"generator": "seed"}, TypeError, r"generator must be a torch\.Generator"),
         ((2, 3), {"device": 3}, TypeError, r"device must be a torch\.device or a str, got int"),
         ((2, 3), {"device": "nonsense"}, ValueError, r"device 'nonsense' is not a valid device"),

@@ -140,6 +140,7 @@ P1, I1, S1 = torch.rand(6, 2), torch.zeros(6, 2, dtype=I64), torch.rand(3, 2)
         ((CFG, 3, P0, I0), ValueError, r"step must be in \[0, num_steps = 3\), got 3"),
         ((CFG, -1, P0, I0), ValueError, r"step must be in .* got -1"),
         ((CFG, 1.0, P0, I0), TypeError, r"step must be an int, got float"),
+        ((CFG, False, P0, I0), TypeError, r"step must be an int, got bool"),
         ((CFG, 1, P1, I1), ValueError, r"scores .* is required at step 1"),
         ((CFG, 0, P0, I0, S1), ValueError, r"scores must be None at step 0"),
         ((CFG, 0, P0.numpy(), I0), TypeError, r"topk_p must be a torch.Tensor, got ndarray"),

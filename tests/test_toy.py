@@ -3,13 +3,15 @@
 import pytest
 import torch
 
-from eagle_fn import DraftConfig
+from eagle_fn import DraftConfig, DraftOrganizer
 from eagle_fn.toy import (
     greedy_generate,
     sample_generate,
     speculative_generate,
     toy_models,
 )
+from eagle_fn.toy_draft import draft_tree
+from helpers import reference
 
 CONFIGS = [
     DraftConfig.chain(1),
@@ -35,6 +37,33 @@ def test_speculative_equals_greedy(cfg, bs):
     accepted = generated.accepted
     assert ((accepted == -1) | ((accepted >= 0) & (accepted <= cfg.num_steps))).all()
     assert generated.mean_accepted > (0.4 if cfg.num_steps > 1 else 0.2)
+    # A request's rounds count while it needs tokens (each commits accepted + 1), then -1.
+    for rounds in accepted.T.tolist():
+        live = [a for a in rounds if a >= 0]
+        assert rounds == live + [-1] * (len(rounds) - len(live))
+        made = [a + 1 for a in live]
+        assert sum(made) >= 30 > sum(made[:-1])
+
+
+@pytest.mark.parametrize("cfg", [DraftConfig(2, 3, 6), DraftConfig(4, 4, 16)], ids=str)
+def test_each_drafted_token_is_a_top_k_token_after_its_parent(cfg):
+    # The draft model sees a node's parent and grandparent tokens (the root's: the last two
+    # tokens of the request), so each node's token is one of its top k there.
+    _, draft = toy_models(seed=2)
+    bs = 5
+    previous, last = torch.randint(
+        0, draft.vocab, (2, bs), generator=torch.Generator().manual_seed(7)
+    )
+    tree = draft_tree(cfg, DraftOrganizer(cfg, max_bs=bs, device="cpu"), draft, previous, last)
+    for b in range(bs):
+        parents, selected, tokens = (t[b].tolist() for t in tree)
+        token, before = [last[b].item(), *tokens], {0: previous[b].item()}  # node 0: the root
+        for j in range(1, cfg.num_draft_tokens):
+            p = reference.parent_node(cfg, parents, selected, j)
+            assert p in range(j), (b, j)  # found, and before its child
+            before[j] = token[p]
+            top = draft.logits(torch.tensor(before[p]), torch.tensor(token[p])).topk(cfg.topk)
+            assert token[j] in top.indices.tolist(), (b, j)
 
 
 def test_wider_trees_accept_more():
@@ -109,6 +138,11 @@ PROMPTS = torch.tensor([[1, 2, 3], [4, 5, 6]])
             ValueError,
             r"greedy_generate: prompts must hold token ids in \[0, 8\)",
         ),
+        (  # the first id past the vocabulary
+            (TARGET, torch.full_like(PROMPTS, 8), 4),
+            ValueError,
+            r"greedy_generate: prompts must hold token ids in \[0, 8\)",
+        ),
         (
             (TARGET, PROMPTS, -1),
             ValueError,
@@ -134,7 +168,9 @@ def test_speculative_generate_names_mismatched_models():
 
 
 def test_speculative_generate_checks_topk_and_generator_before_drafting():
-    with pytest.raises(ValueError, match=r"speculative_generate: topk = 9 exceeds the vocabulary"):
+    with pytest.raises(
+        ValueError, match=r"^speculative_generate: topk = 9 exceeds the vocabulary of 8$"
+    ):
         speculative_generate(DraftConfig(9, 1, 2), TARGET, DRAFT, PROMPTS, 4)
     greedy = speculative_generate(DraftConfig(8, 1, 2), TARGET, DRAFT, PROMPTS, 4)  # all 8
     assert torch.equal(greedy.tokens, greedy_generate(TARGET, PROMPTS, 4))
