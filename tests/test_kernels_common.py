@@ -108,6 +108,8 @@ def test_narrow_rounds_like_aten(dtype, device):
     out = torch.empty(x.shape, dtype=dtype, device=device)
     _narrow_kernel[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
     assert same_bits(out, x.to(dtype))
+    if dtype is torch.bfloat16:  # every NaN, of any sign or payload, as 0x7FC0 (ATen's CPU cast)
+        assert set(out.view(torch.int16)[x.isnan()].tolist()) == {0x7FC0}
 
 
 def test_slot_args_pad_and_fold_the_tail():

@@ -68,7 +68,13 @@ PATHS = ("threshold", "pairs")
 @contextlib.contextmanager
 def ranking_by(path):
     rank, select = {"threshold": (0, kernel_organize.SELECT_WIDTH), "pairs": (0, 0)}[path]
-    with mock.patch.multiple(kernel_organize, RANK_WIDTH=rank, SELECT_WIDTH=select):
+    real = kernel_organize.launch
+
+    def checked(programs, *args, **options):  # the launch takes the forced path
+        assert options["BY_RANK"] is (path == "pairs"), options
+        real(programs, *args, **options)
+
+    with mock.patch.multiple(kernel_organize, RANK_WIDTH=rank, SELECT_WIDTH=select, launch=checked):
         yield
 
 
@@ -282,6 +288,14 @@ def test_organize_reads_more_steps_than_slots(path, steps, device):
     gen = torch.Generator().manual_seed(steps)
     with ranking_by(path):
         assert_organize_matches(cfg, draft_lists(cfg, 2, gen, "ties", device), device)
+
+
+def test_counting_pairs_carries_the_count_over_many_tiles(device):
+    # 136 candidates, three 64-wide tiles: each tile writes after those the earlier tiles chose.
+    cfg = DraftConfig(8, 3, 40)
+    gen = torch.Generator().manual_seed(5)
+    with ranking_by("pairs"):
+        assert_organize_matches(cfg, draft_lists(cfg, 3, gen, "ties", device), device)
 
 
 def test_organize_launch_takes_38_arguments(monkeypatch):

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from eagle_fn import DraftConfig, VerifyTree, verify_sampling
 from eagle_fn.kernels import sampling as ksampling
-from eagle_fn.kernels._ops import launcher
+from eagle_fn.kernels._ops import launcher, power_of_2
 from eagle_fn.profiling import OpCounter, count_kernels
 from helpers.asserts import assert_trees_equal, on
 from helpers.kernel_support import NO_INTERPRETER, NoLaunch, guarded_outputs, without_interpreter
@@ -283,12 +283,21 @@ SMALL_BLOCK = 8  # many blocks on a vocabulary the interpreter runs quickly
 @contextlib.contextmanager
 def launch_shape(block, split):
     """The kernel launched with ``BLOCK_V = block`` in launch shape ``SHAPES[split]`` (module
-    constants, read per call)."""
+    constants, read per call); each launch is checked to take them."""
+    real = ksampling.launch
+
+    def checked(programs, *args, **options):
+        vocab = args[4].shape[1]  # the target rows'
+        assert options["BLOCK_V"] == min(block, power_of_2(vocab)), options
+        assert options["SPLIT"] is SHAPES[split][0], options
+        real(programs, *args, **options)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ksampling, "BLOCK_V", block)
         knobs = ("SPLIT", "BLOCKS_PER_PROGRAM", "PROGRAMS")
         for name, value in zip(knobs, SHAPES[split], strict=True):
             patch.setattr(ksampling, name, value)
+        patch.setattr(ksampling, "launch", checked)
         yield
 
 
@@ -344,9 +353,10 @@ def rejected_root(tokens, bs):
 
 @SPLITS
 def test_rejected_children_in_different_blocks(split):
-    # The root's four children, all rejected, hold tokens in blocks 0, 1, 3 and 6 (the last,
-    # partial one) with heavy mass: each block must drop its own token, and only it.
-    tokens, vocab, bs = [3, 12, 29, 50], 6 * SMALL_BLOCK + 5, 16
+    # The root's four children, all rejected, hold tokens in blocks 0, 1, 3 (its first index)
+    # and 6 (the last, partial one) with heavy mass: each block must drop its own token, and
+    # only it.
+    tokens, vocab, bs = [3, 12, 3 * SMALL_BLOCK, 50], 6 * SMALL_BLOCK + 5, 16
     cfg, vt = DraftConfig(4, 1, 5), rejected_root(tokens, bs)
     q = dyadic_row(vocab, torch.Generator().manual_seed(3))
     q[tokens] = 0.03125  # [V] each child 2**-5: their sum stays below the coin
@@ -517,6 +527,21 @@ def test_a_crossing_block_whose_running_sums_never_cross():
     token = got.predicts[0].item()
     assert 0 < token < vocab
     assert row[token] > 0
+
+
+@pytest.mark.parametrize("block", [4, None], ids=["blocks of 4", "one block"])
+@SPLITS
+def test_float32_rows_sum_in_float64(block, split):
+    # The root's child (token 0, no mass) is rejected; the final row is 0, 1, 2**-24, 0,
+    # 1 - 2**-24, then zeros, and coin 0.5 puts the target at 1: in float64 token 2's running
+    # sum, 1 + 2**-24, is the first above it. Summed in float32 (block sums, or the crossing
+    # block's running sums), 1 + 2**-24 rounds to 1 and another token is drawn.
+    vt = rejected_root([0], 1)
+    row = torch.tensor([0.0, 1.0, 2.0**-24, 0.0, 1 - 2.0**-24, 0.0, 0.0, 0.0])
+    q, u, final = row.expand(1, 2, 8).contiguous(), torch.full((1, 2), 0.5), torch.tensor([0.5])
+    assert verify_sampling(DraftConfig.chain(1), vt, q, u, final).predicts.tolist() == [2, 0]
+    with launch_shape(block or ksampling.BLOCK_V, split):
+        check(DraftConfig.chain(1), vt, q, u, final)
 
 
 @pytest.mark.parametrize("split", ["single", "chunked"])
