@@ -42,6 +42,33 @@ def test_host_us_is_the_per_call_time_of_loops_synced_at_their_ends():
     assert syncs == [2, 10, 10, 18, 18, 26]
 
 
+def test_host_us_is_the_median_loop():
+    clock = FakeClock(1e-6)
+    steps = iter([1e-6] * 2 + [1e-6] * 4 + [2e-6] * 4 + [9e-6] * 4)  # warm-up, then 3 loops
+
+    def call():
+        clock.step = next(steps)
+        clock.call()
+
+    us = gpu.host_us(call, (), sync=lambda: None, calls=4, repeat=3, warmup=2, clock=clock)
+    assert us == pytest.approx(2.0)  # the loops' median; their mean is 4
+
+
+def test_cuda_synchronize_waits_for_that_device(monkeypatch):
+    seen = []
+    monkeypatch.setattr(torch.cuda, "synchronize", seen.append)
+    gpu.synchronize_on(torch.device("cuda", 1))()
+    assert seen == [torch.device("cuda", 1)]
+
+
+def test_cuda_figures_gather_host_launches_and_replay(monkeypatch):
+    monkeypatch.setattr(gpu, "host_us", lambda fn, args, sync: 3.0)
+    monkeypatch.setattr(gpu, "launches_per_call", lambda fn, args: gpu.DeviceCounts(4, 1))
+    monkeypatch.setattr(gpu, "graph_replay_us", lambda fn, args: 2.0)
+    figures = gpu.cuda_figures(lambda: None, ())
+    assert figures == {"host_us": 3.0, "kernels": 4, "copies": 1, "graph_us": 2.0}
+
+
 def event(name, device_type):
     return SimpleNamespace(name=name, device_type=device_type)
 
@@ -55,8 +82,9 @@ def test_device_counts_split_kernels_from_copies_and_skip_host_events():
         event("triton_poi_fused_add_0", cuda),
         event("Memcpy DtoD (Device -> Device)", cuda),
         event("Memset (Device)", cuda),
+        event("triton_red_fused_sum_1", cuda),
     ]
-    assert gpu.device_counts(events) == gpu.DeviceCounts(kernels=2, copies=2)
+    assert gpu.device_counts(events) == gpu.DeviceCounts(kernels=3, copies=2)
 
 
 def test_figure_or_error_keeps_a_figure_or_records_its_error():

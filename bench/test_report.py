@@ -85,6 +85,51 @@ def test_the_machine_table_names_the_code_measured(tmp_path, commit, shown):
     assert shown in report.section(report.load_run(path, "cpu"), path.name)
 
 
+def test_compiled_rows_sit_beside_their_eager_row(tmp_path):
+    # The compiled-mode table: eager then compiled per figure, and the ratio in the case table.
+    rows = [
+        bench("worker_tree", 50.0, device="cuda", host_us=40.0, graph_us=8.0, kernels=9),
+        bench(
+            "worker_tree",
+            90.0,
+            device="cuda",
+            mode="compiled",
+            compare={"baseline": "worker_tree"},
+            host_us=120.0,
+            graph_us=4.0,
+            kernels=2,
+            graphs=1,
+            graph_breaks=0,
+            sweep="1..256",
+        ),
+    ]
+    path = write_run(tmp_path, rows, gpu_name="NVIDIA H200", cuda_version="13.0")
+    text = report.section(report.load_run(path, "cuda"), path.name)
+    assert "3.00x / 0.50x `worker_tree`" in text  # compiled over eager: host, then replay
+    row = (
+        "| `worker_tree` | bs 32, k 4, S 4, N 16 | 40.00 | 120.00 | 8.00 | 4.00 | 1 | 0 | 1..256 |"
+    )
+    assert row in text
+
+
+def test_main_writes_the_cuda_section_between_its_markers_and_alone(tmp_path):
+    rows = [bench("organize_tree", 2.0, device="cuda", host_us=1.0, graph_us=2.0, kernels=1)]
+    path = write_run(tmp_path, rows, gpu_name="NVIDIA H200", cuda_version="13.0")
+    page, alone = tmp_path / "page.md", tmp_path / "cuda.md"
+    page.write_text(
+        "# B\n<!-- generated: cpu begin -->\nold cpu\n<!-- generated: cpu end -->\n"
+        "<!-- generated: cuda begin -->\nold cuda\n<!-- generated: cuda end -->\n"
+    )
+    args = ["--device", "cuda", "--from-json", str(path), "--markdown", str(page)]
+    report.main([*args, "--section-out", str(alone)])
+    cpu, cuda = page.read_text().split("<!-- generated: cuda begin -->")
+    assert "old cpu" in cpu
+    assert "old cuda" not in cuda
+    assert "| `organize_tree` | torch | eager | 32 | 4 | 4 | 16 | 1.00 | 2.00 |" in cuda
+    assert alone.read_text().startswith("## CUDA\n\n")
+    assert alone.read_text().split("\n", 2)[2] in page.read_text()
+
+
 def test_rendering_one_device_keeps_the_other_and_the_hand_written_text():
     page = "# B\n\nintro\n\n<!-- generated: cpu begin -->\nold cpu\n<!-- generated: cpu end -->\n"
     page += "\nmiddle\n\n<!-- generated: cuda begin -->\nold cuda\n<!-- generated: cuda end -->\n"
