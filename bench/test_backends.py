@@ -2,13 +2,14 @@
 
 import copy
 import sys
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 import torch
 
 import backends
 import eagle_fn
+import gpu
 import inputs
 from cases import TREE_TARGET
 
@@ -100,3 +101,27 @@ def test_an_interpreted_triton_row_at_a_large_batch_is_skipped(fake_kernels, mon
             bench, "organize_tree", case, "organize_tree", "triton", *args, device=CPU
         )
     assert bench.calls == 0
+
+
+def test_a_triton_row_on_cuda_is_timed_at_any_batch_with_a_synchronize(fake_kernels, monkeypatch):
+    # No GPU needed: a device of type "cuda", gpu.py's CUDA figures and synchronize faked.
+    # The interpreter's skips do not apply, the figures are recorded, and the timed call
+    # ends with a synchronize (one call's latency).
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    synced = []
+    monkeypatch.setattr(gpu, "cuda_figures", lambda fn, args: {"host_us": 1.0, "graph_us": 2.0})
+    monkeypatch.setattr(gpu, "synchronize_on", lambda device: lambda: synced.append(device))
+    case, cuda = TREE_TARGET, SimpleNamespace(type="cuda")  # bs 32
+    args = (case.config, *inputs.draft_lists(case.config, case.bs))
+    bench = FakeBenchmark(False)
+    backends.record_backend(
+        bench, "organize_tree", case, "organize_tree", "triton", *args, device=cuda
+    )
+    assert (bench.calls, synced) == (1, [cuda])
+    info = bench.extra_info
+    assert (info["backend"], info["device"], info["host_us"], info["graph_us"]) == (
+        "triton",
+        "cuda",
+        1.0,
+        2.0,
+    )
