@@ -114,9 +114,12 @@ def test_a_triton_row_on_cuda_is_timed_at_any_batch_with_a_synchronize(fake_kern
     case, cuda = TREE_TARGET, SimpleNamespace(type="cuda")  # bs 32
     args = (case.config, *inputs.draft_lists(case.config, case.bs))
     bench = FakeBenchmark(False)
-    backends.record_backend(
-        bench, "organize_tree", case, "organize_tree", "triton", *args, device=cuda
-    )
+    try:
+        backends.record_backend(
+            bench, "organize_tree", case, "organize_tree", "triton", *args, device=cuda
+        )
+    except pytest.skip.Exception as skip:  # a skip would pass unseen
+        pytest.fail(f"a CUDA Triton row was skipped: {skip}")
     assert (bench.calls, synced) == (1, [cuda])
     info = bench.extra_info
     assert (info["backend"], info["device"], info["host_us"], info["graph_us"]) == (
