@@ -153,7 +153,10 @@ def main() -> None:
     print("| stage | args | public µs | jit µs | bind µs | compiled µs | empty µs |")
     print("|---|---|---|---|---|---|---|")
     for name, stage in stages(device).items():
-        print(row(name, stage, device, calls))
+        try:
+            print(row(name, stage, device, calls))
+        except Exception as error:  # one stage's failure keeps the others' rows (one GPU run)
+            print(f"| {name} | failed: {type(error).__name__}: {error} |")
 
 
 def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -> str:

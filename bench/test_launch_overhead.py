@@ -33,6 +33,28 @@ def test_every_stage_gets_a_row():
     assert all(math.isfinite(x) and x >= 0 for x in figures), figures
 
 
+BROKEN_FIRST = (
+    "import sys\n"
+    "import launch_overhead\n"
+    "found = launch_overhead.stages\n"
+    "launch_overhead.stages = lambda device: {'broken': lambda: 1 / 0, **found(device)}\n"
+    "sys.argv = ['launch_overhead.py', '--calls', '1', '--device', 'cpu']\n"
+    "launch_overhead.main()\n"
+)
+
+
+def test_a_failing_stage_gets_its_error_and_the_others_their_rows():
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'bench'}"}
+    run = subprocess.run(
+        [sys.executable, "-c", BROKEN_FIRST], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    rows = [line for line in run.stdout.splitlines() if line.startswith("| ") and "µs" not in line]
+    assert rows[0] == "| broken | failed: ZeroDivisionError: division by zero |"
+    assert len(rows) == 6
+    assert all(row.count(" | ") == 6 for row in rows[1:])  # every figure of the other stages
+
+
 LAUNCHERS = (
     "from launch_overhead import MODULES, launchers\n"
     "print(sorted(f'{m.__name__}.{n}' for m, n, _ in launchers(MODULES)))"
