@@ -92,3 +92,34 @@ def test_a_step_needs_5_seconds_after_the_grace(tmp_path, seconds, want):
     # Past the deadline, or with under 5 s left after the grace, no step starts.
     _, summary = run_check(tmp_path, GPU_CHECK_SECONDS=seconds)
     assert limits(summary) == dict.fromkeys(STEPS, want)
+
+
+def test_the_default_limits_sum_to_525_seconds(tmp_path):
+    _, summary = run_check(tmp_path)
+    given = dict(zip(STEPS, (210, 15, 35, 120, 15, 30, 50, 50), strict=True))
+    assert limits(summary) == {name: f"exit 0 after 0 s (limit {s} s)" for name, s in given.items()}
+    assert sum(given.values()) == 525
+
+
+def test_each_step_runs_its_command_on_cuda(tmp_path):
+    # What the one GPU run must ask for: the GPU tests, the compact benchmark run on CUDA and
+    # its CUDA rendering, the demo on CUDA; the fake python echoes each command line.
+    out, _ = run_check(tmp_path)
+    calls = [
+        line.removeprefix("fake python ")
+        for log in ("tests.log", "demo.log", "bench.log", "launch.log")
+        for line in (out / log).read_text().splitlines()
+        if line.startswith(("fake python -", "fake python bench/"))
+    ]
+    wanted = [
+        ("-m pytest tests", "-m gpu"),
+        ("-m pytest bench/test_gpu.py",),
+        ("-m pytest tests", "-m not gpu and not compiled"),
+        ("-m eagle_fn --device cuda",),
+        ("-m pytest bench/bench_tree.py", "-m report", "--device=cuda", "--benchmark-json="),
+        ("bench/report.py --device cuda --from-json",),
+        ("bench/sweep_sampling.py",),
+        ("bench/launch_overhead.py",),
+    ]
+    for parts in wanted:
+        assert any(all(part in call for part in parts) for call in calls), (parts, calls)
