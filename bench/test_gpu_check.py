@@ -18,6 +18,7 @@ STEPS = ["tests_gpu", "bench_checks", "demo", "bench", "render", "launch", "swee
 FAKE_PYTHON = """#!/usr/bin/env bash
 case "$*" in *"import xdist"*|*"import pytest_timeout"*) exit 1;; esac
 echo "fake python $*"
+echo "cache dir: ${TRITON_CACHE_DIR:-none}"
 previous=
 for arg in "$@"; do
     case "$arg" in --benchmark-json=*) echo "{}" >"${arg#*=}";; esac
@@ -47,7 +48,7 @@ def fake(folder: Path, name: str, text: str) -> Path:
     return path
 
 
-def run_check(tmp_path: Path, **env: str) -> tuple[Path, str]:
+def run_check(tmp_path: Path, root: Path = ROOT, **env: str) -> tuple[Path, str]:
     python = fake(tmp_path, "python", FAKE_PYTHON)
     clock = tmp_path / "bin"
     clock.mkdir()
@@ -55,7 +56,7 @@ def run_check(tmp_path: Path, **env: str) -> tuple[Path, str]:
     out = tmp_path / "out"
     path = f"{clock}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "OUT": str(out), "PYTHON": str(python), "PATH": path, **env}
-    script = ROOT / "bench" / "gpu_check.sh"
+    script = root / "bench" / "gpu_check.sh"
     run = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     return out, (out / "summary.txt").read_text()
@@ -123,3 +124,20 @@ def test_each_step_runs_its_command_on_cuda(tmp_path):
     ]
     for parts in wanted:
         assert any(all(part in call for part in parts) for call in calls), (parts, calls)
+
+
+def test_a_carried_cache_is_the_one_every_step_uses(tmp_path):
+    # The device call carries .triton-cache beside the script: the steps must load from it.
+    repo = tmp_path / "repo"
+    for part in ("bench/gpu_check.sh", "docs/benchmarks.md"):
+        (repo / part).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / part, repo / part)
+    (repo / ".triton-cache" / "a0").mkdir(parents=True)
+    (repo / ".triton-cache" / "key.txt").write_text("triton 3.6.0\n")
+    out, summary = run_check(tmp_path, root=repo)
+    cache = repo / ".triton-cache"
+    assert f"triton cache {cache}: 1 entries at the start" in summary
+    assert "cache: triton 3.6.0" in summary  # the key it was compiled under, shown
+    used = re.findall(r"cache dir: (.*)", (out / "tests.log").read_text())
+    assert used
+    assert set(used) == {str(cache)}
