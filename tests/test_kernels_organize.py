@@ -27,6 +27,7 @@ from helpers.kernel_support import (
     KERNEL_DEVICES,
     SCORE_DTYPES,
     NoLaunch,
+    checked_launch,
     hard_scores,
     resolved,
 )
@@ -68,13 +69,12 @@ PATHS = ("threshold", "pairs")
 @contextlib.contextmanager
 def ranking_by(path):
     rank, select = {"threshold": (0, kernel_organize.SELECT_WIDTH), "pairs": (0, 0)}[path]
-    real = kernel_organize.launch
 
-    def checked(programs, *args, **options):  # the launch takes the forced path
+    def takes_path(args, options):
         assert options["BY_RANK"] is (path == "pairs"), options
-        real(programs, *args, **options)
 
-    with mock.patch.multiple(kernel_organize, RANK_WIDTH=rank, SELECT_WIDTH=select, launch=checked):
+    launch = checked_launch(kernel_organize, takes_path)
+    with mock.patch.multiple(kernel_organize, RANK_WIDTH=rank, SELECT_WIDTH=select, launch=launch):
         yield
 
 

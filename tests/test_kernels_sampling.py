@@ -23,7 +23,13 @@ from eagle_fn.kernels import sampling as ksampling
 from eagle_fn.kernels._ops import launcher, power_of_2
 from eagle_fn.profiling import OpCounter, count_kernels
 from helpers.asserts import assert_trees_equal, on
-from helpers.kernel_support import NO_INTERPRETER, NoLaunch, guarded_outputs, without_interpreter
+from helpers.kernel_support import (
+    NO_INTERPRETER,
+    NoLaunch,
+    checked_launch,
+    guarded_outputs,
+    without_interpreter,
+)
 from helpers.layouts import aliased_fields, call_untouched, layout_cases
 from helpers.profiles import examples
 from helpers.sampling_cases import EDGE_CASES, WIDE_CFG, WIDE_VT
@@ -284,20 +290,18 @@ SMALL_BLOCK = 8  # many blocks on a vocabulary the interpreter runs quickly
 def launch_shape(block, split):
     """The kernel launched with ``BLOCK_V = block`` in launch shape ``SHAPES[split]`` (module
     constants, read per call); each launch is checked to take them."""
-    real = ksampling.launch
 
-    def checked(programs, *args, **options):
+    def takes_shape(args, options):
         vocab = args[4].shape[1]  # the target rows'
         assert options["BLOCK_V"] == min(block, power_of_2(vocab)), options
         assert options["SPLIT"] is SHAPES[split][0], options
-        real(programs, *args, **options)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ksampling, "BLOCK_V", block)
         knobs = ("SPLIT", "BLOCKS_PER_PROGRAM", "PROGRAMS")
         for name, value in zip(knobs, SHAPES[split], strict=True):
             patch.setattr(ksampling, name, value)
-        patch.setattr(ksampling, "launch", checked)
+        patch.setattr(ksampling, "launch", checked_launch(ksampling, takes_shape))
         yield
 
 

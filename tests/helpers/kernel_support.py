@@ -147,6 +147,18 @@ def without_interpreter(script):
     return done.stdout
 
 
+def checked_launch(module, check):
+    """``module.launch`` calling ``check(args, options)`` first: a test that forces a path or a
+    launch shape through module constants sees each launch take it."""
+    real = module.launch
+
+    def launch(programs, *args, **options):
+        check(args, options)
+        real(programs, *args, **options)
+
+    return launch
+
+
 # Elements after each guarded output: more than any row a kernel stores at once (64 nodes).
 GUARD = 128
 
