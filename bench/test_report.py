@@ -36,8 +36,19 @@ def test_cpu_rows_show_the_ratio_to_the_compared_path(tmp_path):
     loaded = report.load_run(write_run(tmp_path, rows), "cpu")
     lines = report.case_lines(loaded)
     assert len(lines) == 2 + 2
-    assert "| `organize_tree` | torch | eager | 32 | 4 | 4 | 16 | 30.00 |" in lines[2]
-    assert "1.50x `tree_baseline`" in lines[2]
+    # median and IQR in µs (the JSON holds seconds), the ratio, the op count
+    row = "| `organize_tree` | torch | eager | 32 | 4 | 4 | 16 | 30.00 | 0.10 "
+    row += "| 1.50x `tree_baseline` | 3 |"
+    assert lines[2] == row
+
+
+def test_a_row_without_a_device_is_a_cpu_row(tmp_path):
+    # runs from before the bench took a device recorded none
+    row = bench("organize_tree", 30.0)
+    del row["extra_info"]["device"]
+    path = write_run(tmp_path, [row])
+    assert [r.path for r in report.load_run(path, "cpu").rows] == ["organize_tree"]
+    assert report.load_run(path, "cuda").rows == []
 
 
 def test_cuda_rows_show_host_replay_kernels_and_missing_figures(tmp_path):
