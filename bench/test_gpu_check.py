@@ -48,8 +48,10 @@ def fake(folder: Path, name: str, text: str) -> Path:
     return path
 
 
-def run_check(tmp_path: Path, root: Path = ROOT, **env: str) -> tuple[Path, str]:
-    python = fake(tmp_path, "python", FAKE_PYTHON)
+def run_check(
+    tmp_path: Path, root: Path = ROOT, python_text: str = FAKE_PYTHON, **env: str
+) -> tuple[Path, str]:
+    python = fake(tmp_path, "python", python_text)
     clock = tmp_path / "bin"
     clock.mkdir()
     fake(clock, "date", FAKE_DATE)
@@ -141,3 +143,17 @@ def test_a_carried_cache_is_the_one_every_step_uses(tmp_path):
     used = re.findall(r"cache dir: (.*)", (out / "tests.log").read_text())
     assert used
     assert set(used) == {str(cache)}
+
+
+def test_a_step_past_its_limit_gets_sigint_so_that_it_can_write_its_reports(tmp_path):
+    # The demo step hangs until a SIGINT, which it reports (and ends its sleep: a background
+    # job of a script ignores SIGINT); a TERM would end it unreported. With 15 s in all,
+    # every step's limit is 5 s (the clock stands still); timeout then exits 124.
+    stuck = 'case "$*" in *"-m eagle_fn"*)\n'
+    stuck += "    trap 'kill $!; echo \"stopped by SIGINT\"; exit 2' INT; sleep 60 & wait $!;;\n"
+    stuck += "esac\n"
+    python_text = FAKE_PYTHON.replace('echo "fake python $*"\n', 'echo "fake python $*"\n' + stuck)
+    _, summary = run_check(tmp_path, python_text=python_text, GPU_CHECK_SECONDS="15")
+    assert "step demo: exit 124 after 0 s (limit 5 s)" in summary
+    assert "    last line: stopped by SIGINT" in summary
+    assert "step bench: exit 0" in summary  # the steps after it still run

@@ -4,6 +4,8 @@ rebuilt, and how a moved cache is pointed at its new place."""
 from __future__ import annotations
 
 import json
+import re
+import sys
 
 import pytest
 import torch
@@ -78,3 +80,30 @@ def test_a_launch_off_the_grid_comes_again_aligned(tmp_path):
         {},
     ]
     assert all(k.fn.__name__ == "verify_greedy_kernel" for k, _, _ in rebuilt)
+
+
+# key_parts reads Triton's launch options, which in Triton 3.9 warns that this variable is
+# unset; setting it would change the key (Triton hashes it in).
+@pytest.mark.filterwarnings("ignore:TRITON_DEFAULT_FP_FUSION is unset")
+def test_the_key_line_names_triton_and_changes_with_a_hashed_variable(monkeypatch):
+    triton = pytest.importorskip("triton", reason="the key is Triton's")
+    monkeypatch.delenv("TRITON_DEFAULT_FP_FUSION", raising=False)
+    line = triton_cache.key_parts()
+    digest = "[0-9a-f]{16}"
+    shape = (
+        rf"triton {re.escape(triton.__version__)} build {digest} ptxas {digest} options {digest}"
+    )
+    assert re.fullmatch(shape + r" env \{\}", line), line
+    assert triton_cache.key_parts() == line
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    assert triton_cache.key_parts().endswith("env {'TRITON_DEFAULT_FP_FUSION': 'false'}")
+
+
+def test_compiling_refuses_a_variable_triton_hashes(monkeypatch, tmp_path):
+    pytest.importorskip("triton", reason="the variables are Triton's")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "before"))  # compile_all sets it
+    monkeypatch.setattr(sys, "path", list(sys.path))  # and prepends to it
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    with pytest.raises(SystemExit, match=r"unset them first: \['TRITON_DEFAULT_FP_FUSION'\]"):
+        triton_cache.compile_all(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing compiled
