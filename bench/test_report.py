@@ -199,3 +199,17 @@ def test_plot_draws_the_swept_config_of_each_path(tmp_path):
     bs, us = zip(*lines["floor [torch, eager] (k1)"], strict=True)
     assert bs == (1, 8, 64)
     assert us == pytest.approx((3.0, 10.0, 66.0))
+
+
+def test_plot_draws_graph_replay_on_cuda_and_skips_a_row_without_it(tmp_path):
+    import plot
+
+    config = {"num_steps": 5, "topk": 1, "num_draft_tokens": 6}
+    rows = [
+        bench("floor", 100.0, device="cuda", bs=bs, host_us=50.0, graph_us=bs / 4, **config)
+        for bs in (1, 8, 64)
+    ]
+    rows.append(bench("floor", 100.0, device="cuda", bs=256, **config))  # replay not recorded
+    loaded = report.load_run(write_run(tmp_path, rows), "cuda")
+    lines = plot.series(loaded, plot.PANELS["chain organize"])
+    assert lines == {"floor [torch, eager] (k1)": [(1, 0.25), (8, 2.0), (64, 16.0)]}
