@@ -107,3 +107,57 @@ def test_compiling_refuses_a_variable_triton_hashes(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match=r"unset them first: \['TRITON_DEFAULT_FP_FUSION'\]"):
         triton_cache.compile_all(tmp_path)
     assert list(tmp_path.iterdir()) == []  # nothing compiled
+
+
+SMALL_MODULE = '''import torch
+
+
+def f(x):
+    """Doc
+    string."""
+    y = torch.cat([x, x])  # [2n]
+    z = x.view(
+        -1,
+    )  # [2n]
+    if torch.where(x > 0, x, 0).any():
+        w = "topk(" + "not code"  # [a comment of the body, not the header]
+    return y, z, w
+
+
+def g():
+    return torch.zeros(3)
+'''
+
+
+def test_code_figures_count_a_small_tree(tmp_path):
+    (tmp_path / "m.py").write_text(SMALL_MODULE)
+    lengths, commented, missing = script("code_figures").measure(tmp_path)
+    assert lengths == [(8, 10, "m.py:f"), (2, 2, "m.py:g")]  # the docstring's 2 lines apart
+    assert commented == 2  # a comment on any line of a statement counts
+    # a compound statement by its header; a call inside a string is not code
+    assert missing == [
+        "m.py:11: if torch.where(x > 0, x, 0).any():",
+        "m.py:17: return torch.zeros(3)",
+    ]
+
+
+def test_validation_lines_count_a_small_tree(tmp_path):
+    (tmp_path / "a.py").write_text(
+        "def check_x(x):\n"
+        '    """Doc."""\n'
+        "    if x < 0:\n"
+        "        # why\n"
+        "        raise ValueError(x)\n"
+        "\n\n"
+        "def compute(x):\n"
+        "    return x\n"
+        "\n\n"
+        'CONTRACT = contract(\n    "a",\n    "b",\n)\n'
+    )
+    (tmp_path / "sampling.py").write_text("def check_y():\n    return 1\n")
+    (tmp_path / "config.py").write_text("def check_z():\n    return 1\n")  # not an input
+    assert list(script("validation_lines").counted(str(tmp_path))) == [
+        ("same entry points", "a.py", "function bodies", "check_x", 2),
+        ("same entry points", "a.py", "declarations", "CONTRACT", 4),
+        ("new entry points", "sampling.py", "function bodies", "check_y", 1),
+    ]
