@@ -5,10 +5,8 @@ import torch
 
 import inputs
 from backends import BACKENDS, function, record_backend, reference
-from cases import TREE_TARGET, params
+from cases import TREE_TARGET, VOCABS, params
 from eagle_fn import build_verify_tree
-
-VOCABS = (32000, 128256)  # Llama 2's and Llama 3's
 
 
 def sampling_inputs(case, vocab, device):

@@ -89,6 +89,8 @@ CHAIN_SWEEP = [CHAIN_TARGET.at_bs(bs) for bs in BATCH_SIZES]
 TREE_SWEEP = [TREE_TARGET.at_bs(bs) for bs in (1, 8, 32, 64, 256)]
 # Issue 10's large tree: each stage here should cost at most twice its TREE_TARGET time.
 TREE_LARGE = Case.grid(256, 8, 8)  # bs 256, k 8, S 8, N 64
+# Sampling verification's vocabularies, at TREE_TARGET: Llama 2's and Llama 3's.
+VOCABS = (32000, 128256)
 
 CHAIN = [Case.grid(bs, s) for s in NUM_STEPS for bs in BATCH_SIZES]
 TREE = [Case.grid(bs, s, k) for k in TREE_TOPKS for s in NUM_STEPS for bs in BATCH_SIZES]

@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 
 import eagle_fn
-from bench_sampling import VOCABS, sampling_inputs
-from cases import TREE_TARGET
+from bench_sampling import sampling_inputs
+from cases import TREE_TARGET, VOCABS
 from eagle_fn.kernels import sampling as kernel
 from gpu import graph_replay_us
 

@@ -1,0 +1,145 @@
+"""Issues 10's and 11's GPU targets against a CUDA bench run: each target, what the run
+measured, and whether that meets it.
+
+Usage, from the repository root::
+
+    python bench/targets.py --from-json bench_cuda.json
+
+Reads the Triton rows of the compact run (eager; CUDA-graph replay µs, host µs and launches
+per call, a launch being a kernel or a copy). A target whose rows or figures the run lacks
+is "not measured", with what is missing. Prints a markdown table for docs/performance.md,
+then a line of totals. bench/report.py renders the figures themselves, without thresholds.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from cases import TREE_LARGE, TREE_TARGET, VOCABS, Case, Mode
+from report import Run, case_text, load_run, table
+
+# Issue 11's 7.6 µs target at V 128256 is twice reading bs x V x 4 bytes at this rate; the
+# H200's peak is 4.8 TB/s.
+BANDWIDTH = 4.3e12  # bytes/s
+# select_top_k is benchmarked at S 2 (a step 0 and a step 1), each k at its tree's bs.
+SELECT_TARGET = Case.grid(TREE_TARGET.bs, 2, TREE_TARGET.topk)
+SELECT_LARGE = Case.grid(TREE_LARGE.bs, 2, TREE_LARGE.topk)
+# Issue 10's stages: each one's bs-32 case and large case (None: BITPACKED holds <= 32 nodes).
+STAGES: dict[str, tuple[Case, Case | None]] = {
+    "organize_tree": (TREE_TARGET, TREE_LARGE),
+    "verify_tree_qlen": (TREE_TARGET, TREE_LARGE),
+    "verify_tree_bitpacked": (TREE_TARGET, None),
+    "verify_greedy": (TREE_TARGET, TREE_LARGE),
+    "select_top_k_step0": (SELECT_TARGET, SELECT_LARGE),
+    "select_top_k_step1": (SELECT_TARGET, SELECT_LARGE),
+}
+
+
+class NotMeasuredError(LookupError):
+    """A row or a figure the run does not hold."""
+
+
+def figure(run: Run, path: str, case: Case, name: str) -> float:
+    """``name`` (``graph_us``, ``host_us``, ``kernels``, ``copies``) of the Triton eager row."""
+    want = (path, "triton", Mode.EAGER, case)
+    row = next((r for r in run.rows if (r.path, r.backend, r.mode, r.case) == want), None)
+    if row is None:
+        raise NotMeasuredError(f"no Triton row of `{path}` at {case_text(case)}")
+    if name == "copies":  # recorded only where the profiler saw some
+        return float(row.info.get("copies") or 0)
+    if row.info.get(name) is None:
+        raise NotMeasuredError(f"`{path}` at {case_text(case)} has no {name}")
+    return float(row.info[name])
+
+
+def launches(run: Run, path: str, case: Case) -> int:
+    return int(figure(run, path, case, "kernels") + figure(run, path, case, "copies"))
+
+
+def tree_cycle(run: Run) -> tuple[str, bool]:
+    paths = ("organize_tree", "verify_tree_qlen")
+    n = [launches(run, path, TREE_TARGET) for path in paths]
+    us = [figure(run, path, TREE_TARGET, "graph_us") for path in paths]
+    text = f"{n[0]} + {n[1]} launches, {us[0]:.2f} + {us[1]:.2f} = {sum(us):.2f} µs"
+    return text, sum(n) <= 2 and sum(us) <= 12
+
+
+def one_launch_within(path: str, case: Case, bound_us: float) -> Callable[[Run], tuple[str, bool]]:
+    def check(run: Run) -> tuple[str, bool]:
+        n, us = launches(run, path, case), figure(run, path, case, "graph_us")
+        return f"{n} launch{'es' if n != 1 else ''}, {us:.2f} µs", n == 1 and us <= bound_us
+
+    return check
+
+
+def scaling(run: Run) -> tuple[str, bool]:
+    cells, ratios = [], []
+    for path, (small, large) in STAGES.items():
+        if large is not None:
+            us = figure(run, path, large, "graph_us")
+            ratios.append(us / figure(run, path, small, "graph_us"))
+            cells.append(f"{path} {us:.2f} µs ({ratios[-1]:.2f}x)")
+    return ", ".join(cells), max(ratios) <= 2
+
+
+def host_time(run: Run) -> tuple[str, bool]:
+    host = {path: figure(run, path, case, "host_us") for path, (case, _) in STAGES.items()}
+    return ", ".join(f"{p} {us:.1f}" for p, us in host.items()) + " µs", max(host.values()) <= 50
+
+
+def read_us(vocab: int) -> float:
+    """Twice the time to read the final rows, bs x V float32, at ``BANDWIDTH``."""
+    return 2 * TREE_TARGET.bs * vocab * 4 / BANDWIDTH * 1e6
+
+
+TARGETS: list[tuple[str, Callable[[Run], tuple[str, bool]]]] = [
+    (
+        "tree cycle (organize + QLEN verify build), bs 32, k 4, S 4, N 16: ≤ 2 launches, "
+        "≤ 12 µs replay",
+        tree_cycle,
+    ),
+    (
+        "`verify_greedy`, bs 32, k 4, S 4, N 16: 1 launch, ≤ 6 µs replay",
+        one_launch_within("verify_greedy", TREE_TARGET, 6.0),
+    ),
+    ("each stage at bs 256, k 8, S 8, N 64: ≤ 2x its bs-32 replay (select: S 2)", scaling),
+    ("each stage ≤ 50 µs host time, eager, bs 32 (select: S 2)", host_time),
+    *(
+        (
+            f"`verify_sampling`, V {v}, bs 32, k 4, S 4, N 16: 1 launch, ≤ {read_us(v):.2f} µs "
+            f"replay (2x reading bs x V x 4 bytes at {BANDWIDTH / 1e12:.1f} TB/s)",
+            one_launch_within(f"verify_sampling_v{v}", TREE_TARGET, read_us(v)),
+        )
+        for v in VOCABS
+    ),
+]
+
+
+def target_lines(run: Run) -> list[str]:
+    """The targets' table, then a line of totals."""
+    rows, counts = [], {"met": 0, "not met": 0, "not measured": 0}
+    for text, check in TARGETS:
+        try:
+            measured, met = check(run)
+            status = "met" if met else "not met"
+        except NotMeasuredError as missing:
+            measured, status = str(missing), "not measured"
+        counts[status] += 1
+        rows.append((text, measured, status if status == "met" else f"**{status}**"))
+    totals = ", ".join(f"{n} {status}" for status, n in counts.items())
+    return [*table(("target", "measured", "status"), rows), "", f"targets: {totals}"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from-json", type=Path, required=True, help="a CUDA --benchmark-json")
+    args = parser.parse_args(argv)
+    run = load_run(args.from_json, "cuda")
+    print(f"{run.machine.get('gpu_name')}, torch {run.machine.get('torch_version')}, {run.date}")
+    print("\n".join(target_lines(run)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Checks of bench/targets.py on hand-made CUDA runs: each target's figures, its bounds, and
+what a run that lacks a row says."""
+
+import pytest
+
+import targets
+from cases import TREE_LARGE, TREE_TARGET
+from report import load_run
+from test_report import bench, write_run
+
+SMALL_SELECT, LARGE_SELECT = targets.SELECT_TARGET, targets.SELECT_LARGE
+
+
+def row(path, case, graph_us, *, backend="triton", kernels=1, host_us=40.0):
+    """An eager row on CUDA of ``path`` at ``case``."""
+    shape = {"bs": case.bs, "num_steps": case.num_steps, "topk": case.topk}
+    shape["num_draft_tokens"] = case.num_draft_tokens
+    figures = {"graph_us": graph_us, "host_us": host_us, "kernels": kernels}
+    return bench(path, 60.0, device="cuda", backend=backend, **shape, **figures)
+
+
+def meeting_rows():
+    """A run that meets every target but sampling at V 32000 (1.9 µs: under any replay)."""
+    rows = [
+        row("organize_tree", TREE_TARGET, 5.0),
+        row("organize_tree", TREE_LARGE, 9.0),
+        row("verify_tree_qlen", TREE_TARGET, 5.0),
+        row("verify_tree_qlen", TREE_LARGE, 6.0),
+        row("verify_tree_bitpacked", TREE_TARGET, 5.0),
+        row("verify_greedy", TREE_TARGET, 5.0),
+        row("verify_greedy", TREE_LARGE, 10.0),  # exactly 2x
+        row("verify_sampling_v32000", TREE_TARGET, 4.0),
+        row("verify_sampling_v128256", TREE_TARGET, 7.5),
+    ]
+    for step in (0, 1):
+        rows.append(row(f"select_top_k_step{step}", SMALL_SELECT, 4.0, host_us=50.0))
+        rows.append(row(f"select_top_k_step{step}", LARGE_SELECT, 5.0))
+    rows.append(row("organize_tree", TREE_TARGET, 50.0, backend="torch", kernels=9))  # not read
+    return rows
+
+
+def statuses(tmp_path, rows):
+    lines = targets.target_lines(load_run(write_run(tmp_path, rows), "cuda"))
+    table = [line[2:-2].split(" | ") for line in lines[2:-2]]  # "| a | b | c |"
+    return {target: (measured, status) for target, measured, status in table}, lines
+
+
+def entry(found, start):
+    """The one target of ``found`` whose text begins with ``start``."""
+    [key] = [key for key in found if key.startswith(start)]
+    return found[key]
+
+
+def test_a_run_meeting_the_targets(tmp_path):
+    found, lines = statuses(tmp_path, meeting_rows())
+    assert entry(found, "tree cycle (organize + Q") == (
+        "1 + 1 launches, 5.00 + 5.00 = 10.00 µs",
+        "met",
+    )
+    assert entry(found, "`verify_greedy`, bs 32, k") == ("1 launch, 5.00 µs", "met")
+    scaling = "organize_tree 9.00 µs (1.80x), verify_tree_qlen 6.00 µs (1.20x), "
+    scaling += "verify_greedy 10.00 µs (2.00x), select_top_k_step0 5.00 µs (1.25x), "
+    scaling += "select_top_k_step1 5.00 µs (1.25x)"
+    assert entry(found, "each stage at bs 256, k 8") == (scaling, "met")
+    host = "organize_tree 40.0, verify_tree_qlen 40.0, verify_tree_bitpacked 40.0, "
+    host += "verify_greedy 40.0, select_top_k_step0 50.0, select_top_k_step1 50.0 µs"
+    assert entry(found, "each stage ≤ 50 µs host t") == (host, "met")
+    assert entry(found, "`verify_sampling`, V 3200") == ("1 launch, 4.00 µs", "**not met**")
+    assert entry(found, "`verify_sampling`, V 1282") == ("1 launch, 7.50 µs", "met")
+    assert lines[-1] == "targets: 5 met, 1 not met, 0 not measured"
+
+
+def test_the_sampling_bound_is_twice_reading_the_rows():
+    # bs 32 x 128256 float32 = 16.4 MB, read twice at 4.3 TB/s: issue 11's 7.6 µs.
+    assert targets.read_us(128256) == pytest.approx(7.636, abs=1e-3)
+    assert targets.read_us(32000) == pytest.approx(1.905, abs=1e-3)
+
+
+# A figure changed in one Triton row of the meeting run, and the target it must fail.
+PAST = {
+    "copy": ("verify_greedy", TREE_TARGET, {"copies": 1}, "`verify_greedy`, bs 32, k"),
+    "greedy": ("verify_greedy", TREE_TARGET, {"graph_us": 6.01}, "`verify_greedy`, bs 32, k"),
+    "cycle": ("organize_tree", TREE_TARGET, {"graph_us": 7.01}, "tree cycle (organize + Q"),
+    "cycle_launches": ("verify_tree_qlen", TREE_TARGET, {"kernels": 2}, "tree cycle (organize + Q"),
+    "scaling": ("verify_tree_qlen", TREE_LARGE, {"graph_us": 10.01}, "each stage at bs 256, k 8"),
+    "host": ("select_top_k_step1", SMALL_SELECT, {"host_us": 50.1}, "each stage ≤ 50 µs host t"),
+    "sampling": (
+        "verify_sampling_v128256",
+        TREE_TARGET,
+        {"kernels": 2},
+        "`verify_sampling`, V 1282",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PAST))
+def test_a_figure_past_its_bound_is_not_met(tmp_path, name):
+    path, case, figures, target = PAST[name]
+    rows = meeting_rows()
+    shape = {"bs": case.bs, "num_steps": case.num_steps, "topk": case.topk}
+    changed = [
+        r["extra_info"]
+        for r in rows
+        if r["extra_info"]["path"] == path
+        and r["extra_info"]["backend"] == "triton"
+        and all(r["extra_info"][key] == value for key, value in shape.items())
+    ]
+    assert len(changed) == 1
+    changed[0].update(figures)
+    found, lines = statuses(tmp_path, rows)
+    assert entry(found, target)[1] == "**not met**"
+    assert lines[-1] == "targets: 4 met, 2 not met, 0 not measured"
+    if name == "sampling":
+        assert entry(found, target)[0] == "2 launches, 7.50 µs"
+
+
+def test_a_missing_row_or_figure_is_not_measured(tmp_path):
+    rows = [r for r in meeting_rows() if r["extra_info"]["path"] != "verify_greedy"]
+    rows[0]["extra_info"].pop("graph_us")  # organize_tree at bs 32
+    rows[0]["extra_info"]["graph_us_error"] = "RuntimeError: capture failed"
+    found, lines = statuses(tmp_path, rows)
+    assert entry(found, "tree cycle (organize + Q") == (
+        "`organize_tree` at bs 32, k 4, S 4, N 16 has no graph_us",
+        "**not measured**",
+    )
+    assert entry(found, "`verify_greedy`, bs 32, k") == (
+        "no Triton row of `verify_greedy` at bs 32, k 4, S 4, N 16",
+        "**not measured**",
+    )
+    assert lines[-1] == "targets: 1 met, 1 not met, 4 not measured"
+
+
+def test_main_prints_the_gpu_and_the_table(tmp_path, capsys):
+    path = write_run(tmp_path, meeting_rows(), gpu_name="NVIDIA H200", torch_version="2.11.0")
+    targets.main(["--from-json", str(path)])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "NVIDIA H200, torch 2.11.0, 2026-11-30T12:00:00"
+    assert out[1] == "| target | measured | status |"
+    assert out[-1] == "targets: 5 met, 1 not met, 0 not measured"
