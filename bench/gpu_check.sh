@@ -17,7 +17,8 @@
 #   summary.txt         the versions, the GPU, each step's exit status, seconds and last line
 #   tests.log           pytest on the CUDA and kernel tests, bench/test_gpu.py, the rest last
 #   demo.log            python -m eagle_fn --device cuda
-#   bench.log           the compact benchmark run on CUDA, its rendering, bench/sweep_sampling.py
+#   bench.log           the compact benchmark run on CUDA, its rendering, the issues' targets
+#                       against it (bench/targets.py), bench/sweep_sampling.py
 #   launch.log          bench/launch_overhead.py: each fused stage's host time, split up
 #   bench_cuda.json     the benchmark run's --benchmark-json (render it into docs/benchmarks.md
 #                       with bench/report.py --device cuda --from-json)
@@ -128,6 +129,9 @@ cp docs/benchmarks.md "$PAGE"
 step render bench.log 15 "$PY" bench/report.py --device cuda --from-json "$OUT/bench_cuda.json" \
     --markdown "$PAGE" --section-out "$OUT/benchmarks_cuda.md"
 rm -f "$PAGE"
+# Issues 10's and 11's targets against that run, met or not; its last line, the totals, goes
+# into the summary (10 s from step (f)).
+step targets bench.log 10 "$PY" bench/targets.py --from-json "$OUT/bench_cuda.json"
 
 # (d) Where the fused stages' host time goes (issue 10's 50 µs target): Python or launch.
 step launch launch.log 30 env PYTHONPATH="src:bench" "$PY" bench/launch_overhead.py
@@ -138,7 +142,7 @@ step sweep bench.log 50 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
 
 # (f) The rest of the suite but the tests marked compiled (CPU inductor compiles, a minute
 # each on that host), which CI and the CPU torch matrix also run: least needed, so last.
-step tests_rest tests.log 50 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
+step tests_rest tests.log 40 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
     -rfE --durations=15 -m "not gpu and not compiled"
 
 cache_entries "at the end" >>"$SUMMARY"

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-STEPS = ["tests_gpu", "bench_checks", "demo", "bench", "render", "launch", "sweep", "tests_rest"]
+STEPS = [
+    *("tests_gpu", "bench_checks", "demo", "bench", "render", "targets", "launch", "sweep"),
+    "tests_rest",
+]
 # Prints its arguments and a pytest-like last line, writes the files the real steps would
 # (the benchmark json, the rendered section), refuses the optional plugins' imports.
 FAKE_PYTHON = """#!/usr/bin/env bash
@@ -83,7 +86,7 @@ def limits(summary: str) -> dict[str, str]:
 def test_a_limit_is_cut_to_the_time_left(tmp_path):
     # 100 s in all, less 10 of grace: the steps of more than 90 s get 90, the others theirs.
     _, summary = run_check(tmp_path, GPU_CHECK_SECONDS="100")
-    given = dict(zip(STEPS, (90, 15, 35, 90, 15, 30, 50, 50), strict=True))
+    given = dict(zip(STEPS, (90, 15, 35, 90, 15, 10, 30, 50, 40), strict=True))
     assert limits(summary) == {name: f"exit 0 after 0 s (limit {s} s)" for name, s in given.items()}
 
 
@@ -99,7 +102,7 @@ def test_a_step_needs_5_seconds_after_the_grace(tmp_path, seconds, want):
 
 def test_the_default_limits_sum_to_525_seconds(tmp_path):
     _, summary = run_check(tmp_path)
-    given = dict(zip(STEPS, (210, 15, 35, 120, 15, 30, 50, 50), strict=True))
+    given = dict(zip(STEPS, (210, 15, 35, 120, 15, 10, 30, 50, 40), strict=True))
     assert limits(summary) == {name: f"exit 0 after 0 s (limit {s} s)" for name, s in given.items()}
     assert sum(given.values()) == 525
 
@@ -121,6 +124,7 @@ def test_each_step_runs_its_command_on_cuda(tmp_path):
         ("-m eagle_fn --device cuda",),
         ("-m pytest bench/bench_tree.py", "-m report", "--device=cuda", "--benchmark-json="),
         ("bench/report.py --device cuda --from-json",),
+        ("bench/targets.py --from-json", "/bench_cuda.json"),
         ("bench/sweep_sampling.py",),
         ("bench/launch_overhead.py",),
     ]
