@@ -20,8 +20,9 @@ per call (the loop timed with one synchronize at its end):
 - ``empty``: one ``torch.empty`` of the stage's first output shape on the device.
 
 Diagnostic only: nothing here checks values, and no code path of eagle_fn uses ``compiled``.
-On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``public`` (the interpreter's launch
-included) and ``bind`` mean anything.
+On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``bind`` means anything: ``public``
+and ``jit`` run the interpreter, about a second a call on the development CPU, so they take
+2 calls there by default (2000 on CUDA); ``bind`` launches nothing and always takes 2000.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ from eagle_fn.kernels import greedy, organize, selection, verify
 from inputs import agreeing_target, draft_lists, step_inputs, verify_inputs
 
 MODULES = (organize, verify, greedy, selection)  # each calls the launchers it holds
+BIND_CALLS = 2000
+
+
+def default_calls(device: torch.device) -> int:
+    """Timed calls per launching figure: few where the interpreter runs each launch."""
+    return 2000 if device.type == "cuda" else 2
 
 
 def per_call_us(fn: Callable[[], Any], device: torch.device, calls: int) -> float:
@@ -144,12 +151,14 @@ def stages(device: torch.device) -> dict[str, Callable[[], Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--calls", type=int, default=2000, help="timed calls per figure")
+    parser.add_argument("--calls", type=int, help="timed calls per figure but bind's")
     default = "cuda" if torch.cuda.is_available() else "cpu"
     parser.add_argument("--device", default=default, help="cpu needs TRITON_INTERPRET=1")
     options = parser.parse_args()
-    calls, device = options.calls, torch.device(options.device)
-    print(f"bench/launch_overhead.py on {device}, bs {TREE_TARGET.bs}, {TREE_TARGET.config}")
+    device = torch.device(options.device)
+    calls = options.calls or default_calls(device)
+    print(f"bench/launch_overhead.py on {device}, bs {TREE_TARGET.bs}, {TREE_TARGET.config},")
+    print(f"{calls} timed calls a figure, {BIND_CALLS} for bind")
     print("| stage | args | public µs | jit µs | bind µs | compiled µs | empty µs |")
     print("|---|---|---|---|---|---|---|")
     for name, stage in stages(device).items():
@@ -164,7 +173,7 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
     kernel, programs, args, options = captured_launch(stage)
     public = per_call_us(stage, device, calls)
     jit = per_call_us(lambda: kernel[(programs,)](*args, **options), device, calls)
-    bind = per_call_us(bind_runner(kernel, args, options), device, calls)
+    bind = per_call_us(bind_runner(kernel, args, options), device, BIND_CALLS)
     try:
         compiled = (
             f"{per_call_us(compiled_runner(kernel, programs, args, options), device, calls):.1f}"

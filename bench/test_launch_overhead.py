@@ -7,9 +7,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("triton")
 ROOT = Path(__file__).parents[1]
+
+
+def test_the_interpreter_gets_few_calls_and_a_gpu_many():
+    import launch_overhead  # the kernels' import: the interpreter is on in this process
+
+    assert launch_overhead.default_calls(torch.device("cpu")) == 2
+    assert launch_overhead.default_calls(torch.device("cuda")) == 2000
 
 
 def test_every_stage_gets_a_row():
