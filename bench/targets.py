@@ -1,5 +1,6 @@
-"""Issues 10's and 11's GPU targets against a CUDA bench run: each target, what the run
-measured, and whether that meets it.
+"""Issues 10's and 11's GPU targets against a CUDA bench run, met or not.
+
+Each target, what the run measured, and whether that meets it.
 
 Usage, from the repository root::
 
