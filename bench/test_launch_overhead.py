@@ -13,6 +13,20 @@ pytest.importorskip("triton")
 ROOT = Path(__file__).parents[1]
 
 
+def run_python(args, interpret="1"):
+    """``python *args`` with bench/ and src/ importable and TRITON_INTERPRET set."""
+    env = {**os.environ, "TRITON_INTERPRET": interpret}
+    env["PYTHONPATH"] = f"{ROOT / 'src'}:{ROOT / 'bench'}"
+    run = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def table_rows(stdout):
+    """The printed table's rows, its header apart."""
+    return [line for line in stdout.splitlines() if line.startswith("| ") and "µs" not in line]
+
+
 def test_the_interpreter_gets_few_calls_and_a_gpu_many():
     import launch_overhead  # the kernels' import: the interpreter is on in this process
 
@@ -21,11 +35,8 @@ def test_the_interpreter_gets_few_calls_and_a_gpu_many():
 
 
 def test_every_stage_gets_a_row():
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'bench'}"}
-    script = [sys.executable, str(ROOT / "bench" / "launch_overhead.py"), "--calls", "1"]
-    run = subprocess.run([*script, "--device", "cpu"], env=env, capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    rows = [line for line in run.stdout.splitlines() if line.startswith("| ") and "µs" not in line]
+    script = [str(ROOT / "bench" / "launch_overhead.py"), "--calls", "1", "--device", "cpu"]
+    rows = table_rows(run_python(script))
     stages = [row.split(" | ")[0].removeprefix("| ") for row in rows]
     assert stages == [
         "organize_tree",
@@ -52,12 +63,7 @@ BROKEN_FIRST = (
 
 
 def test_a_failing_stage_gets_its_error_and_the_others_their_rows():
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'bench'}"}
-    run = subprocess.run(
-        [sys.executable, "-c", BROKEN_FIRST], env=env, capture_output=True, text=True
-    )
-    assert run.returncode == 0, run.stderr
-    rows = [line for line in run.stdout.splitlines() if line.startswith("| ") and "µs" not in line]
+    rows = table_rows(run_python(["-c", BROKEN_FIRST]))
     assert rows[0] == "| broken | failed: ZeroDivisionError: division by zero |"
     assert len(rows) == 6
     assert all(row.count(" | ") == 6 for row in rows[1:])  # every figure of the other stages
@@ -73,15 +79,9 @@ LAUNCHERS = (
 def test_only_the_launchers_are_recorded(interpret):
     # Compiled (as on a GPU), every triton.jit function has a kernel attribute too; recording
     # one in place of a kernel's helper made Triton refuse the kernel that calls it.
-    env = {
-        **os.environ,
-        "TRITON_INTERPRET": interpret,
-        "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'bench'}",
-    }
-    run = subprocess.run([sys.executable, "-c", LAUNCHERS], env=env, capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
+    stdout = run_python(["-c", LAUNCHERS], interpret)
     kernels = "eagle_fn.kernels."
-    assert run.stdout.split("\n")[0] == str(
+    assert stdout.split("\n")[0] == str(
         [
             f"{kernels}greedy.launch",
             f"{kernels}organize.launch",

@@ -4,6 +4,7 @@ import torch
 
 import measure
 from cases import Case, Mode
+from test_backends import FakeBenchmark
 
 
 def test_each_sweep_counts_only_its_own_graphs():
@@ -28,26 +29,15 @@ def test_graph_sweeps_count_each_key_once():
     assert first.sweep == "1..2"
 
 
-class FakeBenchmark:
-    """pytest-benchmark's fixture, calling the timed function once."""
-
-    def __init__(self):
-        self.extra_info, self.timed = {}, 0
-
-    def __call__(self, fn, *args):
-        self.timed += 1
-        return fn(*args)
-
-
 def test_a_cpu_row_records_its_case_ops_and_graphs_beside_one_timed_call():
-    bench, case = FakeBenchmark(), Case(2, 3, 4, 5)
+    bench, case = FakeBenchmark(disabled=False), Case(2, 3, 4, 5)
     x = torch.arange(4)
     graphs = measure.GraphCount(1, 0, "1..8")
     out = measure.record(
         bench, "p", case, torch.add, x, x, mode=Mode.COMPILED, compare={"b": "q"}, graphs=graphs
     )
     assert torch.equal(out, 2 * x)
-    assert bench.timed == 1
+    assert bench.calls == 1
     info = bench.extra_info
     assert (info["path"], info["backend"], info["mode"], info["device"]) == (
         "p",
