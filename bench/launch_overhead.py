@@ -10,6 +10,8 @@ the 2-core development CPU. For each stage of the tree-path target case it print
 per call (the loop timed with one synchronize at its end):
 
 - ``public``: the ``eagle_fn.kernels`` function, checks and allocation included;
+- ``python``: the same call with the launch replaced by a no-op: eagle_fn's own host cost
+  (checks, output allocation, argument lists), meaningful on a CPU too;
 - ``jit``: ``kernel[grid](*args)``, Triton's own launch of the same arguments, alone;
 - ``bind``: the part of that launch that binds the arguments and finds the cache key, the
   Python cost of each argument (Triton's ``JITFunction.run`` internals, built for this GPU, or
@@ -20,16 +22,18 @@ per call (the loop timed with one synchronize at its end):
 - ``empty``: one ``torch.empty`` of the stage's first output shape on the device.
 
 Diagnostic only: nothing here checks values, and no code path of eagle_fn uses ``compiled``.
-On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``bind`` means anything: ``public``
-and ``jit`` run the interpreter, about a second a call on the development CPU, so they take
-2 calls there by default (2000 on CUDA); ``bind`` launches nothing and always takes 2000.
+On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``python`` and ``bind`` mean
+anything: ``public`` and ``jit`` run the interpreter, about a second a call on the development
+CPU, so they take 2 calls there by default (2000 on CUDA); ``python`` and ``bind`` launch
+nothing and always take 2000.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FunctionType, ModuleType
 from typing import Any
 
@@ -42,7 +46,7 @@ from eagle_fn.kernels import greedy, organize, selection, verify
 from inputs import agreeing_target, draft_lists, step_inputs, verify_inputs
 
 MODULES = (organize, verify, greedy, selection)  # each calls the launchers it holds
-BIND_CALLS = 2000
+UNLAUNCHED_CALLS = 2000  # python's and bind's: nothing launches, the interpreter neither
 
 
 def default_calls(device: torch.device) -> int:
@@ -72,16 +76,28 @@ def captured_launch(stage: Callable[[], Any]) -> tuple[Any, Any, tuple[Any, ...]
 
         return record
 
+    with launchers_replaced(recorder):
+        stage()
+    (launch,) = seen
+    return launch
+
+
+@contextlib.contextmanager
+def launchers_replaced(replacement: Callable[[Any], Callable[..., None]]) -> Iterator[None]:
+    """Every kernel launcher of ``MODULES`` replaced by ``replacement(launcher)`` inside."""
     found = launchers(MODULES)
     for module, name, launch in found:
-        setattr(module, name, recorder(launch))
+        setattr(module, name, replacement(launch))
     try:
-        stage()
+        yield
     finally:
         for module, name, launch in found:
             setattr(module, name, launch)
-    (launch,) = seen
-    return launch
+
+
+def unlaunched(launch: Any) -> Callable[..., None]:
+    """A launcher that launches nothing."""
+    return lambda programs, *args, **options: None
 
 
 def launchers(modules: tuple[ModuleType, ...]) -> list[tuple[ModuleType, str, Any]]:
@@ -158,9 +174,9 @@ def main() -> None:
     device = torch.device(options.device)
     calls = options.calls or default_calls(device)
     print(f"bench/launch_overhead.py on {device}, bs {TREE_TARGET.bs}, {TREE_TARGET.config},")
-    print(f"{calls} timed calls a figure, {BIND_CALLS} for bind")
-    print("| stage | args | public µs | jit µs | bind µs | compiled µs | empty µs |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"{calls} timed calls a figure, {UNLAUNCHED_CALLS} for python and bind")
+    print("| stage | args | public µs | python µs | jit µs | bind µs | compiled µs | empty µs |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, stage in stages(device).items():
         try:
             print(row(name, stage, device, calls))
@@ -172,8 +188,10 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
     """One stage's line of the table."""
     kernel, programs, args, options = captured_launch(stage)
     public = per_call_us(stage, device, calls)
+    with launchers_replaced(unlaunched):
+        python = per_call_us(stage, device, UNLAUNCHED_CALLS)
     jit = per_call_us(lambda: kernel[(programs,)](*args, **options), device, calls)
-    bind = per_call_us(bind_runner(kernel, args, options), device, BIND_CALLS)
+    bind = per_call_us(bind_runner(kernel, args, options), device, UNLAUNCHED_CALLS)
     try:
         compiled = (
             f"{per_call_us(compiled_runner(kernel, programs, args, options), device, calls):.1f}"
@@ -183,7 +201,7 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
     shape = next(a.shape for a in args if isinstance(a, torch.Tensor))
     empty = per_call_us(lambda: torch.empty(shape, device=device), device, calls)
     count = len(args) + len(options)
-    figures = f"{public:.1f} | {jit:.1f} | {bind:.1f} | {compiled} | {empty:.1f}"
+    figures = f"{public:.1f} | {python:.1f} | {jit:.1f} | {bind:.1f} | {compiled} | {empty:.1f}"
     return f"| {name} | {count} | {figures} |"
 
 

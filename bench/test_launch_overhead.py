@@ -47,8 +47,8 @@ def test_every_stage_gets_a_row():
     ]
     # The interpreter has no compiled kernel to call directly; the other figures are numbers
     # (checked for format only: a fast call may well print 0.0).
-    assert all("n/a" in row.split(" | ")[5] for row in rows)
-    figures = [float(row.strip("| ").split(" | ")[i]) for row in rows for i in (2, 3, 4, 6)]
+    assert all("n/a" in row.split(" | ")[6] for row in rows)
+    figures = [float(row.strip("| ").split(" | ")[i]) for row in rows for i in (2, 3, 4, 5, 7)]
     assert all(math.isfinite(x) and x >= 0 for x in figures), figures
 
 
@@ -66,7 +66,47 @@ def test_a_failing_stage_gets_its_error_and_the_others_their_rows():
     rows = table_rows(run_python(["-c", BROKEN_FIRST]))
     assert rows[0] == "| broken | failed: ZeroDivisionError: division by zero |"
     assert len(rows) == 6
-    assert all(row.count(" | ") == 6 for row in rows[1:])  # every figure of the other stages
+    assert all(row.count(" | ") == 7 for row in rows[1:])  # every figure of the other stages
+
+
+def test_the_python_figure_times_the_stage_with_nothing_launched(monkeypatch):
+    import launch_overhead
+
+    found = launch_overhead.launchers(launch_overhead.MODULES)
+    real = {(module, name): launch for module, name, launch in found}
+
+    def figure(fn, device, calls):
+        """0.0 where every launcher is replaced, 1.0 where the real ones are in place."""
+        in_place = [getattr(module, name) is launch for (module, name), launch in real.items()]
+        assert len(set(in_place)) == 1, in_place
+        return 1.0 if in_place[0] else 0.0
+
+    monkeypatch.setattr(launch_overhead, "per_call_us", figure)
+    stage = launch_overhead.stages(torch.device("cpu"))["verify_greedy"]
+    line = launch_overhead.row("verify_greedy", stage, torch.device("cpu"), 1)
+    cells = line.strip("| ").split(" | ")
+    assert cells[2:6] == ["1.0", "0.0", "1.0", "1.0"]  # public, python, jit, bind
+    assert launch_overhead.launchers(launch_overhead.MODULES) == found  # restored
+
+
+def test_unlaunched_stages_reach_no_kernel():
+    import launch_overhead
+
+    launched = []
+
+    def counting(launch):
+        return lambda programs, *args, **options: launched.append(launch.kernel)
+
+    stages = launch_overhead.stages(torch.device("cpu"))
+    with launch_overhead.launchers_replaced(counting):
+        for stage in stages.values():
+            stage()
+    assert len(launched) == len(stages)  # one launch a stage, each through a launcher
+    with launch_overhead.launchers_replaced(launch_overhead.unlaunched):
+        verdict = stages["verify_greedy"]()
+    # Unlaunched, the call still checks and allocates: python's figure includes both.
+    shapes = [tuple(t.shape) for t in verdict]
+    assert shapes == [(32, 5), (32,), (32 * 16,)]  # TREE_TARGET: bs 32, S 4, N 16
 
 
 LAUNCHERS = (
