@@ -10,10 +10,10 @@ Usage: ``python scripts/code_figures.py SRC_DIR [--missing]``; ``--missing`` lis
 statements without one.
 """
 
+import argparse
 import ast
 import io
 import re
-import sys
 import tokenize
 from pathlib import Path
 
@@ -113,4 +113,10 @@ def main(root: Path, show_missing: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), "--missing" in sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("src", type=Path, help="the package directory (src/eagle_fn)")
+    parser.add_argument("--missing", action="store_true", help="list the uncommented statements")
+    options = parser.parse_args()
+    if not options.src.is_dir():
+        parser.error(f"{options.src} is not a directory")
+    main(options.src, options.missing)

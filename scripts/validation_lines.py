@@ -10,9 +10,9 @@ counted piece, then totals by kind, with the entry points that 0.1.0 did not hav
 probs) apart, so that two trees compare on the same entry points.
 """
 
+import argparse
 import ast
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,4 +94,9 @@ def main(src: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("src", type=Path, help="the package directory (src/eagle_fn)")
+    src = parser.parse_args().src
+    if not src.is_dir():
+        parser.error(f"{src} is not a directory")
+    main(str(src))

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 
 import pytest
 import torch
 
-from helpers.scripts import script
+from helpers.scripts import SCRIPTS, script
 
 triton_cache = script("triton_cache")
 
@@ -161,3 +162,29 @@ def test_validation_lines_count_a_small_tree(tmp_path):
         ("same entry points", "a.py", "declarations", "CONTRACT", 4),
         ("new entry points", "sampling.py", "function bodies", "check_y", 1),
     ]
+
+
+@pytest.mark.parametrize("name", ["code_figures", "validation_lines"])
+def test_the_counting_scripts_refuse_a_missing_directory_with_their_usage(name, tmp_path):
+    path = str(SCRIPTS / f"{name}.py")
+    bare = subprocess.run([sys.executable, path], capture_output=True, text=True)
+    assert bare.returncode == 2
+    assert bare.stderr.startswith("usage:")
+    assert "the following arguments are required: src" in bare.stderr
+    absent = subprocess.run(
+        [sys.executable, path, str(tmp_path / "no")], capture_output=True, text=True
+    )
+    assert absent.returncode == 2
+    assert absent.stderr.rstrip().endswith(f"{tmp_path / 'no'} is not a directory")
+
+
+def test_the_counting_scripts_print_their_figures(tmp_path):
+    (tmp_path / "m.py").write_text(SMALL_MODULE)
+    run = [sys.executable, str(SCRIPTS / "code_figures.py"), str(tmp_path), "--missing"]
+    printed = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "tensor-producing statements with a # [shape] comment: 2/4 = 50%" in printed
+    assert printed.rstrip().endswith("m.py:17: return torch.zeros(3)")
+    (tmp_path / "a.py").write_text("def check_x(x):\n    return x\n")
+    run = [sys.executable, str(SCRIPTS / "validation_lines.py"), str(tmp_path)]
+    printed = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "total, same entry points, function bodies: 1" in printed.splitlines()
