@@ -15,7 +15,7 @@ import eagle_fn
 import eagle_fn.kernels
 from eagle_fn.kernels import _floats, _ops, _slots
 from helpers.interpreter_checks import memcheck, poisoned_allocations
-from helpers.kernel_support import KERNEL_DEVICES
+from helpers.kernel_support import KERNEL_DEVICE, KERNEL_DEVICES
 
 pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
 
@@ -211,6 +211,8 @@ def test_inputs_that_require_grad_reach_the_kernels_detached(fresh_dynamo):
     cfg, gen = eagle_fn.DraftConfig(2, 2, 4), torch.Generator().manual_seed(0)
     topk_p, topk_index = torch.rand(4, 2, generator=gen), torch.randint(0, 9, (4, 2), generator=gen)
     scores = torch.rand(2, 2, generator=gen)
+    # Drawn on the CPU, run where the kernels can (compiled kernels refuse CPU tensors).
+    topk_p, topk_index, scores = (t.to(KERNEL_DEVICE) for t in (topk_p, topk_index, scores))
     want = eagle_fn.select_top_k(cfg, 1, topk_p, topk_index, scores)
 
     def select(p):
