@@ -221,10 +221,12 @@ def test_rows_apart_are_read_in_place(monkeypatch, chain):
     gen = torch.Generator().manual_seed(2)
     cfg = DraftConfig.chain(3) if chain else DraftConfig(2, 2, 4)
     bs, vocab, n = 2, 37, cfg.num_draft_tokens
-    vt = on(organized_tree(cfg, bs, gen, vocab), DEVICE)
+    cpu_vt = organized_tree(cfg, bs, gen, vocab)  # rows drawn on the CPU, then moved
+    vt = on(cpu_vt, DEVICE)
     u, final = (c.to(DEVICE) for c in coins(bs, n, gen, "uniform"))
     padded = torch.zeros(2, bs, n, vocab + 5, device=DEVICE)  # the target's, the draft's
-    padded[..., :vocab] = torch.stack([target_rows(vt, vocab, gen, k) for k in ("agree", "smooth")])
+    rows = [target_rows(cpu_vt, vocab, gen, k) for k in ("agree", "smooth")]
+    padded[..., :vocab] = torch.stack(rows)
     q, p = padded[..., :vocab]  # [bs, N, V] each, rows vocab + 5 apart
     gapped = torch.zeros(bs * n, 2 * vocab, device=DEVICE)
     gapped[:, ::2] = p.reshape(bs * n, vocab)
