@@ -225,8 +225,8 @@ def test_rows_apart_are_read_in_place(monkeypatch, chain):
     vt = on(cpu_vt, DEVICE)
     u, final = (c.to(DEVICE) for c in coins(bs, n, gen, "uniform"))
     padded = torch.zeros(2, bs, n, vocab + 5, device=DEVICE)  # the target's, the draft's
-    rows = [target_rows(cpu_vt, vocab, gen, k) for k in ("agree", "smooth")]
-    padded[..., :vocab] = torch.stack(rows)
+    drawn = [target_rows(cpu_vt, vocab, gen, k) for k in ("agree", "smooth")]
+    padded[..., :vocab] = torch.stack(drawn)
     q, p = padded[..., :vocab]  # [bs, N, V] each, rows vocab + 5 apart
     gapped = torch.zeros(bs * n, 2 * vocab, device=DEVICE)
     gapped[:, ::2] = p.reshape(bs * n, vocab)
@@ -587,16 +587,33 @@ def test_a_retrieve_index_naming_the_next_row_writes_nothing_there(split):
         check(cfg, vt, q, u, final)
 
 
-def gpu_case():
-    """bs 32, k 4, S 4, N 16, V 32000 with dyadic rows (exact sums): the torch function's
-    verdict on CPU tensors, and the arguments after ``cfg`` on CUDA."""
+def gpu_inputs():
+    """bs 32, k 4, S 4, N 16, V 32000 with dyadic rows (exact sums), on the CPU: ``cfg``, the
+    torch function's verdict, and its arguments after ``cfg``."""
     gen = torch.Generator().manual_seed(7)
     cfg, bs, vocab = DraftConfig(4, 4, 16), 32, 32000
     vt = organized_tree(cfg, bs, gen, vocab)
     q = torch.randint(0, 3, (bs, 16, vocab), generator=gen).to(torch.float32) * 2.0**-10
+    # Half a unit more on each node's first child: about half the levels accept, so walks
+    # end at several depths (still dyadic).
+    first = vt.retrieve_next_token  # [bs, N] a node's first child, -1 for a leaf
+    tokens = vt.draft_tokens.view(bs, 16).gather(1, first.clamp(min=0))  # [bs, N]
+    q.scatter_add_(2, tokens.unsqueeze(2), (first >= 0).to(q.dtype).unsqueeze(2) * 0.5)
     u, final = coins(bs, 16, gen, "uniform")
-    want = verify_sampling(cfg, vt, q, u, final)
+    return cfg, verify_sampling(cfg, vt, q, u, final), (vt, q, u, final)
+
+
+def gpu_case():
+    """:func:`gpu_inputs` with the arguments after ``cfg`` on CUDA."""
+    cfg, want, (vt, q, u, final) = gpu_inputs()
     return cfg, want, (on(vt, "cuda"), q.cuda(), u.cuda(), final.cuda())
+
+
+def test_the_gpu_case_walks_deep():
+    # The GPU-only tests repeat calls on it: rejections at the root alone would leave the
+    # walk's later levels out of what they compare.
+    _, want, _ = gpu_inputs()
+    assert set(want.num_accepted.tolist()) == {0, 1, 2, 3}
 
 
 ON_A_GPU = pytest.mark.skipif(
