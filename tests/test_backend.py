@@ -185,7 +185,8 @@ def test_triton_availability_matches_an_import():
 
 
 @pytest.mark.compiled
-def test_a_callers_compile_traces_the_kernels_device_check_without_warning(monkeypatch):
+def test_a_callers_compile_traces_the_device_check_without_warning(monkeypatch):
+    # (Named without "kernel": a CPU inductor compile, not one of the GPU step's tests.)
     # The kernels check their device inside a caller's torch.compile, without the cached
     # triton_available: dynamo warns when it traces a functools cache wrapper (once per
     # process: forget earlier warnings first), and 2.11's cannot trace find_spec.
