@@ -1,0 +1,60 @@
+"""bench/sweep_sampling.py's rows, with the GPU parts replaced: it times only on CUDA."""
+
+import pytest
+
+pytest.importorskip("triton")
+
+
+def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, capsys):
+    import sweep_sampling  # the kernels' import: the interpreter is on in this process
+    from bench_sampling import sampling_inputs
+
+    # CPU inputs; the second shape fails as a GPU launch might.
+    monkeypatch.setattr(sweep_sampling, "VOCABS", (32000,))
+    monkeypatch.setattr(
+        sweep_sampling,
+        "sampling_inputs",
+        lambda case, vocab, device: sampling_inputs(case, vocab, "cpu"),
+    )
+    broken = sweep_sampling.SHAPES[1]
+
+    def measure(shape, args, want):
+        if shape == broken:
+            raise RuntimeError("out of resources")
+        return "1.00 | True | True"
+
+    monkeypatch.setattr(sweep_sampling, "measure", measure)
+    default = tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS)
+    sweep_sampling.main()
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert len(rows) == len(sweep_sampling.SHAPES)
+    cells = " | ".join(str(x) for x in broken)
+    assert rows[1] == f"| 32000 | {cells} | failed: RuntimeError: out of resources |"
+    assert all(row.endswith(" | 1.00 | True | True |") for i, row in enumerate(rows) if i != 1)
+    assert tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS) == default
+
+
+def test_a_shape_is_measured_with_its_knobs_set(monkeypatch):
+    import sweep_sampling
+    from bench_sampling import sampling_inputs
+    from cases import TREE_TARGET
+
+    seen = []
+    monkeypatch.setattr(
+        sweep_sampling,
+        "graph_replay_us",
+        lambda fn, args: (
+            seen.append(tuple(getattr(sweep_sampling.kernel, n) for n in sweep_sampling.KNOBS))
+            or 2.5
+        ),
+    )
+    monkeypatch.setattr(sweep_sampling, "REPEATS", 1)
+    case = TREE_TARGET.at_bs(2)  # its draft tokens lie below 32000
+    args = (case.config, *sampling_inputs(case, 32000, "cpu"))
+    want = sweep_sampling.eagle_fn.verify_sampling(*args)
+    shape = (False, 4, 1, 4096, 4, None)
+    with monkeypatch.context() as patch:
+        for name in sweep_sampling.KNOBS:  # restored after: measure leaves the shape set
+            patch.setattr(sweep_sampling.kernel, name, getattr(sweep_sampling.kernel, name))
+        assert sweep_sampling.measure(shape, args, want) == "2.50 | True | True"
+        assert seen == [shape]
