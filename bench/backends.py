@@ -9,7 +9,6 @@ not timed: interpreted timings say nothing about a GPU.
 from __future__ import annotations
 
 import importlib
-import os
 import types
 from collections.abc import Callable
 from functools import partial
@@ -19,6 +18,7 @@ import pytest
 import torch
 
 import eagle_fn
+from eagle_fn._backend import interpreting
 from measure import assert_same, record
 
 BACKENDS = ("torch", "triton")
@@ -28,7 +28,7 @@ INTERPRETED_MAX_BS = 8
 
 
 def interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
+    return interpreting()
 
 
 def kernel(name: str) -> Callable[..., Any] | None:

@@ -19,6 +19,7 @@ if not torch.cuda.is_available():
 with contextlib.suppress(ImportError):
     import triton  # noqa: F401
 
+from eagle_fn._backend import interpreting
 from eagle_fn.arguments import as_device
 from helpers import profiles  # registers the profiles
 
@@ -61,7 +62,7 @@ def memchecked(request):
     out because deterministic mode is a global setting that torch.compile guards on
     (tests/helpers/interpreter_checks.py). Yields what the memcheck saw (``None`` where
     nothing is interpreted)."""
-    if os.environ.get("TRITON_INTERPRET") != "1" or "triton" not in sys.modules:
+    if not interpreting() or "triton" not in sys.modules:
         yield None
         return
     from helpers import interpreter_checks as checks

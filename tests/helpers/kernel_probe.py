@@ -11,9 +11,10 @@ loudly instead of skipping every kernel test.
 """
 
 import functools
-import os
 
 import torch
+
+from eagle_fn._backend import interpreting
 
 # NumPy >= 2.4's TypeError for int() of a one-element (not 0-d) array.
 NUMPY_INT_REFUSAL = "only 0-dimensional arrays can be converted to Python scalars"
@@ -22,7 +23,7 @@ NUMPY_INT_REFUSAL = "only 0-dimensional arrays can be converted to Python scalar
 @functools.cache
 def interpreter_problem():
     """None when the interpreter runs every kernel (or a GPU is used instead), else why not."""
-    if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1":
+    if torch.cuda.is_available() or not interpreting():
         return None
     from triton.runtime.errors import InterpreterError
 
