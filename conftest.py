@@ -5,9 +5,11 @@ import os
 import shutil
 import tempfile
 
-# Inductor's on-disk cache keys compiled graphs without eagle_fn's kernel sources, so a graph
-# cached by another checkout or version could call an op this one does not register: each
-# test session compiles into a cache of its own, unless the caller chose one.
+# Inductor's on-disk cache keys compiled graphs without eagle_fn's op bodies (opaque custom
+# ops under the interpreter; on a GPU it hashes the kernels' source, not the Python around
+# them), so a graph cached by another checkout or version could call an op this one changed
+# or does not register: each test session compiles into a cache of its own, unless the caller
+# chose one.
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="eagle_fn_inductor_")
     atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)

@@ -19,7 +19,8 @@ per call (the loop timed with one synchronize at its end):
   need not be on);
 - ``compiled``: the compiled kernel that launch returned, called directly (no argument
   binding or specialization: what a cached fast path could cost), where this Triton has it;
-- ``empty``: one ``torch.empty`` of the stage's first output shape on the device.
+- ``empty``: one ``torch.empty`` on the device, of the shape of the launch's first tensor
+  argument.
 
 Diagnostic only: nothing here checks values, and no code path of eagle_fn uses ``compiled``.
 On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``python`` and ``bind`` mean

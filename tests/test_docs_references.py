@@ -105,7 +105,6 @@ NOT_CHECKED = {
     ".matrix/": "scripts/torch_matrix.sh's default venv folder, git-ignored",
     "benchmarks_cuda.md": "an output bench/gpu_check.sh writes under $OUT",
     "torch._dynamo.mark_unbacked": "named as what torch does not export",
-    "Contract.fits": "removed; named as what the contract call replaced",
     "launch(kernel, ...)": "removed; the shared launch that launcher(kernel) replaced",
     "types.FunctionType(code.replace(), ...)": "Python's types module, not eagle_fn.types",
     ".venv": "the virtual environment the quickstart makes",
