@@ -47,7 +47,7 @@ from eagle_fn.kernels import greedy, organize, selection, verify
 from inputs import agreeing_target, draft_lists, step_inputs, verify_inputs
 
 MODULES = (organize, verify, greedy, selection)  # each calls the launchers it holds
-UNLAUNCHED_CALLS = 2000  # python's and bind's: nothing launches, the interpreter neither
+UNLAUNCHED_CALLS = 2000  # python and bind: nothing launches, so no interpreter runs
 
 
 def default_calls(device: torch.device) -> int:

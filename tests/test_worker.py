@@ -107,6 +107,26 @@ def test_reconfigure_never_rebinds_constants():
     assert other.organize(torch.rand(2, 3), idx3).parent_list.data_ptr() == ptr3
 
 
+@pytest.mark.parametrize("name", ["config", "max_bs", "device", "backend", "compiled"])
+def test_the_settings_are_read_only(name):
+    # The constants and paths are built from them: an assignment that rebuilt nothing would
+    # leave a chain(5) config over chain(3) constants, a tree of mismatched widths, no error.
+    w = worker(DraftConfig.chain(3), max_bs=4)
+    before = getattr(w, name)
+    with pytest.raises(
+        AttributeError,
+        match=rf"^DraftOrganizer.{name} is read-only: DraftOrganizer was built from it$",
+    ):
+        setattr(w, name, DraftConfig.chain(5) if name == "config" else before)
+    assert getattr(w, name) == before
+    w.reconfigure(DraftConfig.chain(5))  # the way to switch the config
+    assert w.config == DraftConfig.chain(5)
+    assert w.organize(torch.rand(2, 5), torch.zeros(2, 5, dtype=torch.int64)).parent_list.shape == (
+        2,
+        5,
+    )
+
+
 def test_a_failed_reconfigure_keeps_the_old_config(monkeypatch):
     w = worker(DraftConfig.chain(3), max_bs=13)
     monkeypatch.setattr(_memo, "_capturing", lambda: True)  # uncached constants now raise

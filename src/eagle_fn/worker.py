@@ -13,6 +13,7 @@ from ._backend import resolve_backend
 from ._compile import Path, path_functions
 from ._forwarding import cut, forwarding
 from ._modes import compiled_paths
+from ._set_once import SetOnce
 from .arguments import as_device, require_config, require_int
 from .config import DraftConfig
 from .organize import organize_multilayer, organize_tree
@@ -61,12 +62,11 @@ def _method(
     return forwarding(name, signature, _route, name, qualname=qualname, doc=doc)
 
 
-class DraftOrganizer:
-    """The thin stateful front of eagle_fn for a serving engine's draft loop
-    (docs/semantics.md §6): a chain config within ``max_bs`` takes cached constants (shared
-    read-only views), the rest the general path, with identical values. ``compile`` and
-    ``backend`` override ``EAGLE_FN_COMPILE`` and ``EAGLE_FN_BACKEND``. Each method takes the
-    arguments of the function it fronts, less ``cfg``."""
+class DraftOrganizer(SetOnce):
+    """The thin stateful front of eagle_fn for a serving engine's draft loop (docs/semantics.md
+    §6): a chain config within ``max_bs`` takes cached constants, the rest the general path,
+    with identical values; ``compile`` and ``backend`` override ``EAGLE_FN_COMPILE`` and
+    ``EAGLE_FN_BACKEND``. Each method takes its function's arguments less ``cfg``."""
 
     # Fronted by name: in this class body ``organize`` is the method, not the module.
     organize = _method("organize", organize_multilayer)
@@ -91,9 +91,10 @@ class DraftOrganizer:
         self.reconfigure(cfg)
 
     def reconfigure(self, cfg: DraftConfig) -> None:
-        """Switches to ``cfg`` (or, failing, keeps the old one); assigning ``config`` would not."""
+        """Switches to ``cfg`` (or, failing, keeps the old one): ``config`` is read-only."""
         require_config("DraftOrganizer.reconfigure", cfg)
         fns = path_functions(PATHS, cfg, self.max_bs, self.compiled, self.backend)
         made = {n: p.constants for n, p in PATHS.items() if p.constants and cfg.is_chain}
         constants = {n: c(cfg, max_bs=self.max_bs, device=self.device) for n, c in made.items()}
+        vars(self).pop("config", None)  # the one place config is set again
         self.config, self._fns, self._constants = cfg, fns, constants
