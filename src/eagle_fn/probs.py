@@ -112,7 +112,8 @@ def target_probs_from_logits(
         temperature, top_k, top_p: per request: float, int64 (optional), float (optional).
 
     Shapes: ``logits [bs, N, V]`` or ``[bs * N, V]``, ``temperature, top_k, top_p [bs]`` ->
-    ``logits``' shape; float32 (float64 for float64 logits).
+    ``logits``' shape; float32 (float64 for float64 logits). Flat logits cannot show a wrong
+    ``bs``: N is their rows over it (docs/sampling.md); ``[bs, N, V]`` ones have it checked.
 
     Example:
         >>> logits = torch.tensor([[0.0, 1.0, 0.0], [2.0, float("nan"), 2.0]])
