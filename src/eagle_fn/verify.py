@@ -35,7 +35,8 @@ def verify_greedy(
     ``accept_index``: the accepted drafts, then the target's token after the last one.
 
     Args:
-        cfg: the draft configuration.
+        cfg: the draft configuration the tree was built with. Only its ``N`` shows in the
+            tree's shapes: a config of fewer ``num_steps`` cuts the walk short, unchecked.
         verify_tree: from :func:`~eagle_fn.build_verify_tree` or
             :meth:`~eagle_fn.DraftOrganizer.build_verify`.
         target_predict: the target model's argmax at every node, int64.
