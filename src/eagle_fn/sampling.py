@@ -56,8 +56,7 @@ def verify_sampling(
     Target-only (SGLang's) for trees, rejection sampling on ``draft_probs`` for chains.
 
     Args:
-        cfg, verify_tree: the draft configuration and its :func:`~eagle_fn.build_verify_tree`
-            (as for :func:`~eagle_fn.verify_greedy`, only ``N`` is checked between them).
+        cfg, verify_tree: a draft configuration and a tree built with it (only ``N`` checked).
         target_probs, uniforms, final_uniforms: row ``j`` is the target's distribution after
             node ``j``; the coins (in ``[0, 1)``, unchecked) at node ``j``, and the final one.
         threshold_single, threshold_acc: accept if ``q >= single`` or ``coin <= acc / acc_t``
