@@ -82,7 +82,9 @@ def panel(ax: Any, lines: dict[str, list[tuple[int, float]]]) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-json", type=Path, required=True, help="a --benchmark-json file")
-    parser.add_argument("--device", choices=tuple(report.TITLES), default="cpu")
+    parser.add_argument(
+        "--device", choices=tuple(report.TITLES), default="cpu", help="whose rows to plot"
+    )
     parser.add_argument("--png", type=Path, help="default: docs/benchmarks_latency_<device>.png")
     args = parser.parse_args(argv)
     png = args.png or report.MARKDOWN.parent / f"benchmarks_latency_{args.device}.png"

@@ -231,7 +231,7 @@ def replace_section(text: str, device: str, body: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-json", type=Path, required=True, help="a --benchmark-json file")
-    parser.add_argument("--device", choices=tuple(TITLES), default="cpu")
+    parser.add_argument("--device", choices=tuple(TITLES), default="cpu", help="whose section")
     parser.add_argument("--markdown", type=Path, default=MARKDOWN, help="the page to update")
     parser.add_argument("--section-out", type=Path, help="also write the section alone here")
     args = parser.parse_args(argv)

@@ -37,9 +37,16 @@ def pytest_command(device: str, json_path: Path, extra: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=tuple(report.TITLES), default="cpu")
+    parser.add_argument(
+        "--device", choices=tuple(report.TITLES), default="cpu", help="whose section to write"
+    )
     parser.add_argument("--json", type=Path, help="keep the run's --benchmark-json here")
-    parser.add_argument("--markdown", type=Path, default=report.MARKDOWN)
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        default=report.MARKDOWN,
+        help="the page to update (docs/benchmarks.md)",
+    )
     parser.add_argument("--section-out", type=Path, help="also write the section alone here")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
     args = parser.parse_args(argv)
