@@ -27,10 +27,6 @@ BACKENDS = ("torch", "triton")
 INTERPRETED_MAX_BS = 8
 
 
-def interpreted() -> bool:
-    return interpreting()
-
-
 def kernel(name: str) -> Callable[..., Any] | None:
     """``eagle_fn.kernels.<name>``, or None when it cannot be imported."""
     try:
@@ -58,7 +54,7 @@ def function(name: str, backend: str, device: torch.device) -> Callable[..., Any
     fn = kernel(name)
     if fn is None:
         pytest.skip(f"eagle_fn.kernels.{name} is not importable")
-    if device.type == "cpu" and not interpreted():
+    if device.type == "cpu" and not interpreting():
         pytest.skip("Triton on a CPU runs only with TRITON_INTERPRET=1")
     return fn
 

@@ -12,6 +12,7 @@ import eagle_fn
 import gpu
 import inputs
 from cases import TREE_TARGET
+from eagle_fn import _backend
 
 CPU = torch.device("cpu")
 
@@ -37,10 +38,11 @@ def test_triton_skips_when_the_kernels_do_not_import(monkeypatch):
 
 
 def test_triton_on_a_cpu_needs_the_interpreter(fake_kernels, monkeypatch):
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    # As the kernels were decorated (eagle_fn._backend.interpreting), not the variable now.
+    monkeypatch.setattr(_backend, "_decided", [False])
     with pytest.raises(pytest.skip.Exception, match="TRITON_INTERPRET=1"):
         backends.function("organize_tree", "triton", CPU)
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(_backend, "_decided", [True])
     assert backends.function("organize_tree", "triton", CPU) is fake_kernels.organize_tree
 
 
