@@ -17,16 +17,19 @@ per call (the loop timed with one synchronize at its end):
   Python cost of each argument (Triton's ``JITFunction.run`` internals, built for this GPU, or
   for a Hopper GPU where there is none: this column needs no GPU, and Triton's interpreter
   need not be on);
+- ``key``: what a cached launch would compute in place of ``bind`` to find its compiled
+  kernel again (:func:`launch_key`), in Python; a cached launch would cost about ``key`` plus
+  ``compiled``, against ``jit``;
 - ``compiled``: the compiled kernel that launch returned, called directly (no argument
   binding or specialization: what a cached fast path could cost), where this Triton has it;
 - ``empty``: one ``torch.empty`` on the device, of the shape of the launch's first tensor
   argument.
 
 Diagnostic only: nothing here checks values, and no code path of eagle_fn uses ``compiled``.
-On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``python`` and ``bind`` mean
-anything: ``public`` and ``jit`` run the interpreter, about a second a call on the development
-CPU, so they take 2 calls there by default (2000 on CUDA); ``python`` and ``bind`` launch
-nothing and always take 2000.
+On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``python``, ``bind`` and ``key``
+mean anything: ``public`` and ``jit`` run the interpreter, about a second a call on the
+development CPU, so they take 2 calls there by default (2000 on CUDA); ``python``, ``bind``
+and ``key`` launch nothing and always take 2000.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from types import FunctionType, ModuleType
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -47,7 +50,7 @@ from eagle_fn.kernels import greedy, organize, selection, verify
 from inputs import agreeing_target, draft_lists, step_inputs, verify_inputs
 
 MODULES = (organize, verify, greedy, selection)  # each calls the launchers it holds
-UNLAUNCHED_CALLS = 2000  # python and bind: nothing launches, so no interpreter runs
+UNLAUNCHED_CALLS = 2000  # python, bind and key: nothing launches, no interpreter runs
 
 
 def default_calls(device: torch.device) -> int:
@@ -129,15 +132,9 @@ def compiled_runner(
 
 def bind_runner(kernel: Any, args: tuple[Any, ...], options: dict[str, Any]) -> Callable[[], Any]:
     """What ``JITFunction.run`` does per call before it launches: bind, specialize, key."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-    from triton.runtime import driver
-    from triton.runtime.jit import JITFunction, compute_cache_key, create_function_from_signature
+    from triton.runtime.jit import compute_cache_key
 
-    jit = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)  # interpreted
-    on_gpu = torch.cuda.is_available()
-    target = driver.active.get_current_target() if on_gpu else GPUTarget("cuda", 90, 32)
-    binder = create_function_from_signature(jit.signature, jit.params, make_backend(target))
+    binder = triton_binder(kernel)
     keys: dict[Any, Any] = {}
     kwargs = {**options, "debug": False, "instrumentation_mode": ""}  # as run() adds them
 
@@ -146,6 +143,43 @@ def bind_runner(kernel: Any, args: tuple[Any, ...], options: dict[str, Any]) -> 
         compute_cache_key(keys, specialization, found)
 
     return bind
+
+
+def triton_binder(kernel: Any) -> Callable[..., tuple[Any, list[Any], dict[str, Any]]]:
+    """Triton's own binder of ``kernel``'s arguments (parameters, specialization, options), as
+    ``JITFunction.run`` makes it for this GPU, or for a Hopper GPU where there is none."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime import driver
+    from triton.runtime.jit import JITFunction, create_function_from_signature
+
+    jit = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)  # interpreted
+    on_gpu = torch.cuda.is_available()
+    target = driver.active.get_current_target() if on_gpu else GPUTarget("cuda", 90, 32)
+    binder = create_function_from_signature(jit.signature, jit.params, make_backend(target))
+    return cast(Callable[..., tuple[Any, list[Any], dict[str, Any]]], binder)
+
+
+def launch_key(args: tuple[Any, ...], options: dict[str, Any]) -> tuple[Any, ...]:
+    """A key under which a compiled kernel could be reused: each tensor's dtype, device and
+    16-byte alignment (all that Triton specializes a pointer on), every other argument's type
+    and value (finer than Triton's int classes), the options. Equal keys, equal Triton
+    specializations (bench/test_launch_overhead.py checks it against Triton's own binder)."""
+    return (
+        *(
+            (arg.dtype, arg.device, arg.data_ptr() % 16 == 0)
+            if isinstance(arg, torch.Tensor)
+            else (type(arg), arg)
+            for arg in args
+        ),
+        *options.items(),
+    )
+
+
+def key_runner(args: tuple[Any, ...], options: dict[str, Any]) -> Callable[[], Any]:
+    """The lookup a cached launch would make per call: the key, then a dict."""
+    cache = {launch_key(args, options): None}
+    return lambda: cache[launch_key(args, options)]
 
 
 def stages(device: torch.device) -> dict[str, Callable[[], Any]]:
@@ -175,9 +209,12 @@ def main() -> None:
     device = torch.device(options.device)
     calls = options.calls or default_calls(device)
     print(f"bench/launch_overhead.py on {device}, bs {TREE_TARGET.bs}, {TREE_TARGET.config},")
-    print(f"{calls} timed calls a figure, {UNLAUNCHED_CALLS} for python and bind")
-    print("| stage | args | public µs | python µs | jit µs | bind µs | compiled µs | empty µs |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"{calls} timed calls a figure, {UNLAUNCHED_CALLS} for python, bind and key")
+    print(
+        "| stage | args | public µs | python µs | jit µs | bind µs | key µs | compiled µs "
+        "| empty µs |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, stage in stages(device).items():
         try:
             print(row(name, stage, device, calls))
@@ -193,6 +230,7 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
         python = per_call_us(stage, device, UNLAUNCHED_CALLS)
     jit = per_call_us(lambda: kernel[(programs,)](*args, **options), device, calls)
     bind = per_call_us(bind_runner(kernel, args, options), device, UNLAUNCHED_CALLS)
+    key = per_call_us(key_runner(args, options), device, UNLAUNCHED_CALLS)
     try:
         compiled = (
             f"{per_call_us(compiled_runner(kernel, programs, args, options), device, calls):.1f}"
@@ -202,7 +240,8 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
     shape = next(a.shape for a in args if isinstance(a, torch.Tensor))
     empty = per_call_us(lambda: torch.empty(shape, device=device), device, calls)
     count = len(args) + len(options)
-    figures = f"{public:.1f} | {python:.1f} | {jit:.1f} | {bind:.1f} | {compiled} | {empty:.1f}"
+    figures = f"{public:.1f} | {python:.1f} | {jit:.1f} | {bind:.1f} | {key:.1f} | {compiled}"
+    figures += f" | {empty:.1f}"
     return f"| {name} | {count} | {figures} |"
 
 

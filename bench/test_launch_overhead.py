@@ -47,8 +47,9 @@ def test_every_stage_gets_a_row():
     ]
     # The interpreter has no compiled kernel to call directly; the other figures are numbers
     # (checked for format only: a fast call may well print 0.0).
-    assert all("n/a" in row.split(" | ")[6] for row in rows)
-    figures = [float(row.strip("| ").split(" | ")[i]) for row in rows for i in (2, 3, 4, 5, 7)]
+    assert all("n/a" in row.split(" | ")[7] for row in rows)
+    columns = (2, 3, 4, 5, 6, 8)
+    figures = [float(row.strip("| ").split(" | ")[i]) for row in rows for i in columns]
     assert all(math.isfinite(x) and x >= 0 for x in figures), figures
 
 
@@ -66,7 +67,7 @@ def test_a_failing_stage_gets_its_error_and_the_others_their_rows():
     rows = table_rows(run_python(["-c", BROKEN_FIRST]))
     assert rows[0] == "| broken | failed: ZeroDivisionError: division by zero |"
     assert len(rows) == 6
-    assert all(row.count(" | ") == 7 for row in rows[1:])  # every figure of the other stages
+    assert all(row.count(" | ") == 8 for row in rows[1:])  # every figure of the other stages
 
 
 def test_the_python_figure_times_the_stage_with_nothing_launched(monkeypatch):
@@ -85,7 +86,7 @@ def test_the_python_figure_times_the_stage_with_nothing_launched(monkeypatch):
     stage = launch_overhead.stages(torch.device("cpu"))["verify_greedy"]
     line = launch_overhead.row("verify_greedy", stage, torch.device("cpu"), 1)
     cells = line.strip("| ").split(" | ")
-    assert cells[2:6] == ["1.0", "0.0", "1.0", "1.0"]  # public, python, jit, bind
+    assert cells[2:7] == ["1.0", "0.0", "1.0", "1.0", "1.0"]  # public, python, jit, bind, key
     assert launch_overhead.launchers(launch_overhead.MODULES) == found  # restored
 
 
@@ -130,3 +131,37 @@ def test_only_the_launchers_are_recorded(interpret):
             f"{kernels}verify.launch",
         ]
     )
+
+
+def variants(args):
+    """``args`` and copies of it that differ in one argument: each tensor once unaligned (8
+    bytes past a 16-byte boundary) and once reallocated, each int once as 1, 16, 17 and -1."""
+    found = [args]
+    for i, arg in enumerate(args):
+        if isinstance(arg, torch.Tensor):
+            flat = arg.new_empty(arg.numel() + 16)
+            offset = 8 // arg.element_size() or 1  # 8 bytes in (bool: 1 byte)
+            unaligned = flat[offset : offset + arg.numel()].view(arg.shape)
+            assert unaligned.data_ptr() % 16 != 0
+            changed = [unaligned, arg.clone()]
+        elif type(arg) is int:
+            changed = [1, 16, 17, -1]
+        else:
+            continue
+        found += [(*args[:i], new, *args[i + 1 :]) for new in changed]
+    return found
+
+
+def test_equal_launch_keys_mean_equal_triton_specializations():
+    import launch_overhead
+
+    for name, stage in launch_overhead.stages(torch.device("cpu")).items():
+        kernel, _, args, options = launch_overhead.captured_launch(stage)
+        binder = launch_overhead.triton_binder(kernel)
+        by_key = {}
+        for found in variants(args):
+            specialization = str(binder(*found, **options)[1])
+            key = launch_overhead.launch_key(found, options)
+            assert by_key.setdefault(key, specialization) == specialization, name
+        # Not vacuous: the variants give Triton several specializations to tell apart.
+        assert len(set(by_key.values())) > 1, name
