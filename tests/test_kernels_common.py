@@ -14,6 +14,8 @@ import triton.language as tl
 import eagle_fn
 import eagle_fn.kernels
 from eagle_fn.kernels import _floats, _ops, _slots
+from helpers import valid_calls as v
+from helpers.asserts import assert_trees_equal
 from helpers.interpreter_checks import memcheck, poisoned_allocations
 from helpers.kernel_support import KERNEL_DEVICE, KERNEL_DEVICES
 
@@ -316,3 +318,58 @@ def test_allocations_are_poisoned_so_that_an_unwritten_output_shows():
     with poisoned_allocations():
         assert torch.empty(2).isnan().all()
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+def _named_calls():
+    """(name, arguments by parameter name) for each public kernel function: small real inputs
+    on the kernels' device, every keyword-only option set to a value other than its default."""
+
+    def on_device(value):
+        if isinstance(value, torch.Tensor):
+            return value.to(KERNEL_DEVICE)
+        if isinstance(value, tuple):  # NamedTuples of tensors: trees and layouts
+            return type(value)(*(on_device(item) for item in value))
+        if isinstance(value, list):
+            return [on_device(item) for item in value]
+        return value
+
+    def named(name, *args, **kwargs):
+        bound = inspect.signature(getattr(eagle_fn, name)).bind(*args, **kwargs)
+        return name, {key: on_device(value) for key, value in bound.arguments.items()}
+
+    t, chain = torch.tensor, eagle_fn.DraftConfig.chain(2)
+    chain_tree = eagle_fn.DraftTree(t([[-1, 0]]), t([[0, 1]]), t([[1, 2]]))
+    chain_vt = eagle_fn.build_verify_tree(chain, chain_tree, t([0]), t([3]))
+    chain_q = t([[0.1, 0.6, 0.2, 0.1], [0.5, 0.0, 0.3, 0.2], [0.0, 0.0, 0.0, 1.0]])  # [N + 1, V]
+    full, total = eagle_fn.MaskMode.FULL, int(v.SEQ_LENS.sum())
+    return [
+        named("select_top_k", v.TREE_CFG, 1, *v.STEP1),
+        named("organize_tree", v.TREE_CFG, *v.LISTS),
+        named("build_verify_tree", v.TREE_CFG, v.TREE, v.BONUS, v.SEQ_LENS, mask_mode=full,
+              seq_lens_sum=total),
+        named("verify_greedy", v.TREE_CFG, v.VT, v.TARGET),
+        named("verify_sampling", v.TREE_CFG, v.VT, torch.softmax(v.LOGITS, -1), *v.COINS,
+              threshold_single=0.5, threshold_acc=0.7),
+        named("verify_sampling", chain, chain_vt, chain_q, t([[0.5, 0.4, 0.9]]), t([0.8]),
+              draft_probs=chain_q.flip(0)),
+    ]  # fmt: skip
+
+
+NAMED_CALLS = _named_calls()
+
+
+@pytest.mark.parametrize(("name", "named"), NAMED_CALLS, ids=[name for name, _ in NAMED_CALLS])
+def test_public_kernels_take_every_argument_by_keyword_as_their_torch_twin(name, named):
+    # The checks behind the public functions name their parameters their own way: a call by
+    # keyword reaches them bound by the public signature, and equals the positional call.
+    fused, reference = getattr(eagle_fn.kernels, name), getattr(eagle_fn, name)
+    params = inspect.signature(reference).parameters.values()
+    positional = [named[p.name] for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    options = {
+        p.name: named[p.name] for p in params if p.kind is p.KEYWORD_ONLY and p.name in named
+    }
+    want = reference(*positional, **options)
+    assert_trees_equal(reference(**named), want)
+    assert_trees_equal(fused(*positional, **options), want)
+    assert_trees_equal(fused(**named), want)
+    assert_trees_equal(fused(positional[0], **dict(list(named.items())[1:])), want)
