@@ -474,6 +474,17 @@ def test_greedy_chain_accepts_every_length(accepted, device):
     assert verdict.accept_index.tolist() == [list(range(accepted + 1)) + [-1] * (4 - accepted)]
 
 
+def test_greedy_walks_a_chain_past_a_million_node_step_pairs(device):
+    # 1024 steps, 1025 nodes: blocks of 2048 nodes and 2048 accept slots, whose product is
+    # over Triton's 2**20 elements a tensor; no such tile is built. 1000 drafts agree.
+    tokens = [7 + i % 5 for i in range(1024)]
+    cfg, vt = chain_verify_tree(tokens, device)
+    target = torch.tensor([*tokens[:1000], 99, *tokens[1001:], 3], device=device)
+    verdict = check_greedy(cfg, vt, target)
+    assert verdict.num_accepted.tolist() == [1000]
+    assert verdict.predicts[:1001].tolist() == target[:1001].tolist()
+
+
 @FEW
 @given(**organized_args(SMALL_CONFIGS, 0, 3))
 def test_greedy_matches_torch_on_organized_trees(cfg, bs, kind, seed):

@@ -35,7 +35,7 @@ def verify_greedy_kernel(
     node = tl.arange(0, BLOCK_N)  # [BLOCK_N] nodes, valid below N
     lane = tl.arange(0, BLOCK_S)  # [BLOCK_S] accept slots, valid below S + 1
     width = num_steps + 1
-    accept = _walk(  # [BLOCK_S]
+    accept, committed = _walk(  # [BLOCK_S], [BLOCK_N] bool
         tokens_ptr, index_ptr, next_ptr, sibling_ptr, target_ptr,
         row, n, num_steps, bs * n, node, lane,
     )  # fmt: skip
@@ -43,8 +43,6 @@ def verify_greedy_kernel(
     drafted = (accept >= 0) & (lane > 0) & (lane < width)
     tl.store(count_ptr + row, tl.sum(drafted.to(tl.int64)))
     owned = row * n + node  # the flat nodes whose predicts this program writes
-    # A request commits only within its own row, as the torch path does.
-    committed = _accepted(accept, owned, lane, width)  # [BLOCK_N] bool
     valid = node < n
     target = tl.load(target_ptr + owned, mask=valid, other=0)  # [BLOCK_N]
     tl.store(predicts_ptr + owned, tl.where(committed, target, 0), mask=valid)  # [BLOCK_N]
@@ -54,7 +52,8 @@ def verify_greedy_kernel(
 def _walk(
     tokens_ptr, index_ptr, next_ptr, sibling_ptr, target_ptr, row, n, num_steps, flat, node, lane
 ):
-    """Request ``row``'s accepted flat nodes, root first, -1 padded: ``[BLOCK_S]``.
+    """Request ``row``'s accepted flat nodes, root first, -1 padded (``[BLOCK_S]``), and which
+    of its own nodes are among them (``[BLOCK_N]`` bool: a request commits only in its row).
 
     Each level scans the current node's children in link order for at most N nodes: the
     first match within N hops is the first match of the list (a list that repeats a node
@@ -69,16 +68,15 @@ def _walk(
     mine = tl.load(target_ptr + base + node, mask=valid, other=0)  # [BLOCK_N] the usual row
     last = _pick(index, node, 0)
     accept = tl.where(lane == 0, last, -1)  # [BLOCK_S]
-    cur = last * 0
-    alive = last == last
+    committed = base + node == last  # [BLOCK_N]
+    cur, alive = last * 0, last == last
     for step in range(num_steps):
         at = tl.minimum(tl.maximum(last, 0), flat - 1)
         local = (at >= base) & (at < base + n)
         far = tl.load(target_ptr + at, mask=(local == 0) & alive, other=0)  # []
         want = tl.where(local, _pick(mine, node, at - base), far)  # [] the target at the last node
         child = _pick(first, node, cur)
-        found = child * 0 - 1
-        hops = 0
+        found, hops = child * 0 - 1, 0
         while alive & (child >= 0) & (found < 0) & (hops < n):
             match = _pick(tokens, node, child) == want
             found = tl.where(match, child, -1)  # []
@@ -89,7 +87,8 @@ def _walk(
         picked = _pick(index, node, cur)
         last = tl.where(alive, picked, last)  # []
         accept = tl.where(lane == step + 1, tl.where(alive, picked, -1), accept)  # [BLOCK_S]
-    return accept
+        committed = committed | (alive & (base + node == picked))  # [BLOCK_N]
+    return accept, committed
 
 
 @triton.jit
@@ -102,10 +101,3 @@ def end_outside(link, n):
 def _pick(values, node, at):
     """``values[at]`` for a scalar ``at`` (a register lookup, no memory access)."""
     return tl.sum(tl.where(node == at, values, 0))  # []
-
-
-@triton.jit
-def _accepted(accept, owned, lane, width):
-    """Which of the flat nodes ``owned`` appear in ``accept[:width]``."""
-    hit = (owned[:, None] == accept[None, :]) & (lane < width)[None, :]
-    return tl.sum(hit.to(tl.int32), axis=1) > 0
