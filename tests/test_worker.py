@@ -181,6 +181,24 @@ def test_auto_on_cuda_compiles_what_measured_faster(monkeypatch, backend, expect
 
 
 @pytest.mark.parametrize(("env", "compile"), [("auto", None), ("1", None), ("0", True)])
+def test_meta_workers_compile_nothing_and_refuse_a_request_when_built(monkeypatch, env, compile):
+    # Inductor generates no code for meta tensors: a compiled meta worker failed inside
+    # inductor at its first general-path call.
+    monkeypatch.setenv("EAGLE_FN_COMPILE", env)
+    cfg = DraftConfig(4, 3, 8)
+    if env == "auto":
+        worker = DraftOrganizer(cfg, max_bs=2, device="meta", compile=compile)
+        assert worker.compiled == set()
+        lists = draft_lists(cfg, 3, torch.Generator().manual_seed(0), device="meta")
+        assert worker.organize_steps(*lists).parent_list.is_meta
+        return
+    with pytest.raises(
+        ValueError, match=r"^DraftOrganizer: cannot compile on meta: .*compile=False"
+    ):
+        DraftOrganizer(cfg, max_bs=2, device="meta", compile=compile)
+
+
+@pytest.mark.parametrize(("env", "compile"), [("auto", None), ("1", None), ("0", True)])
 def test_no_cpp_compiler_means_eager_auto_and_an_early_error(monkeypatch, env, compile):
     # Inductor builds every CPU graph with a C++ compiler: without one, auto stays eager and
     # an explicit request fails when the worker is built, not at its first call.

@@ -58,8 +58,9 @@ def compiled_paths(
     the variable. ``where``: the caller errors name (``"DraftOrganizer"``), if any.
 
     ``auto`` never compiles a path that runs as one Triton kernel on ``backend``: compiling
-    a single launch adds guard cost and fuses nothing. On a CPU with no working C++ compiler
-    ``auto`` compiles nothing and compiling on request raises, before any call.
+    a single launch adds guard cost and fuses nothing. On a CPU with no working C++ compiler,
+    and on meta tensors (inductor generates no code for them), ``auto`` compiles nothing and
+    compiling on request raises, before any call.
     """
     names, prefix = frozenset(paths), f"{where}: " if where else ""
     if compile is not None:
@@ -74,6 +75,11 @@ def compiled_paths(
     if mode is CompileMode.AUTO:
         fused = {n for n, p in paths.items() if p.kernel and backend is Backend.TRITON}
         return frozenset() if missing else (names - fused) & AUTO_COMPILED.get(device.type, set())
+    if device.type == "meta":
+        raise ValueError(
+            f"{prefix}cannot compile on meta: inductor generates no code for meta tensors; "
+            f"pass compile=False or set {ENV_VAR}=0 or auto"
+        )
     if missing:
         raise RuntimeError(
             f"{prefix}compiling on cpu needs a C++ compiler for inductor and none works: "
