@@ -38,7 +38,13 @@ from eagle_fn.kernels._ops import launcher, power_of_2
 from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY
-from helpers.asserts import assert_layout_equals, assert_trees_equal, assert_verdict_equals, on
+from helpers.asserts import (
+    assert_layout_equals,
+    assert_mask_allowed,
+    assert_trees_equal,
+    assert_verdict_equals,
+    on,
+)
 from helpers.layouts import aliased_fields, call_untouched, layout_cases
 from helpers.profiles import examples
 from helpers.kernel_support import (
@@ -58,6 +64,7 @@ from helpers.trees import (
     FULL_EDGE_CFG,
     MALFORMED_CASES,
     MALFORMED_CFG,
+    OVERLAPPING_FULL,
     SPEC_BONUS,
     SPEC_CFG,
     SPEC_SEQ_LENS,
@@ -70,6 +77,7 @@ from helpers.trees import (
     full_edge_mask,
     malformed_case,
     malformed_tree,
+    overlapping_full_inputs,
     spec_inputs,
     spec_target,
 )
@@ -312,6 +320,15 @@ def test_full_mask_with_huge_and_negative_seq_lens(name, device):
     tree, bonus, seq_lens, seq_lens_sum = full_edge_inputs(name, device)
     vt = check_build(FULL_EDGE_CFG, tree, bonus, seq_lens, MaskMode.FULL, seq_lens_sum=seq_lens_sum)
     assert vt.tree_mask.to(I64).tolist() == full_edge_mask(name)
+
+
+@pytest.mark.parametrize("name", OVERLAPPING_FULL)
+def test_full_mask_cells_of_overlapping_blocks_hold_a_value_written_to_them(name, device):
+    # Programs write shared cells in no set order: each holds one of its values (semantics.md).
+    cfg, tree, bonus, seq_lens, seq_lens_sum, allowed = overlapping_full_inputs(name, device)
+    options = {"mask_mode": MaskMode.FULL, "seq_lens_sum": seq_lens_sum}
+    vt = kverify.build_verify_tree(cfg, tree, bonus, seq_lens, **options)
+    assert_mask_allowed(vt.tree_mask, allowed)
 
 
 @pytest.mark.parametrize(("n", "dtype"), BITPACKED_DTYPES)

@@ -19,7 +19,12 @@ from eagle_fn import (
 )
 from eagle_fn.profiling import OpCounter
 from helpers import reference
-from helpers.asserts import assert_layout_equals, assert_trees_equal, assert_verdict_equals
+from helpers.asserts import (
+    assert_layout_equals,
+    assert_mask_allowed,
+    assert_trees_equal,
+    assert_verdict_equals,
+)
 from helpers.drafts import SEEDS, draft_configs, draft_lists, multilayer, organized_args
 from helpers.trees import (
     BITPACKED_DTYPES,
@@ -27,6 +32,7 @@ from helpers.trees import (
     FULL_EDGE_CASES,
     FULL_EDGE_CFG,
     MALFORMED_CFG,
+    OVERLAPPING_FULL,
     SPEC_BONUS,
     SPEC_CFG,
     SPEC_SEQ_LENS,
@@ -36,6 +42,7 @@ from helpers.trees import (
     full_edge_mask,
     malformed_case,
     malformed_tree,
+    overlapping_full_inputs,
     spec_inputs,
 )
 
@@ -244,6 +251,30 @@ def test_full_mask_drops_cells_outside_its_length(name):
     assert_layout_equals(vt, expected, FULL_EDGE_CFG, bonus.shape[0], MaskMode.FULL)
     worker = DraftOrganizer(FULL_EDGE_CFG, max_bs=4, device="cpu", compile=False)
     assert torch.equal(worker.build_verify(*args, **options).tree_mask, vt.tree_mask)
+
+
+@pytest.mark.parametrize("name", OVERLAPPING_FULL)
+def test_full_mask_cells_of_overlapping_blocks_hold_a_value_written_to_them(name):
+    # semantics.md: negative seq_lens can make blocks overlap; a shared cell holds one of
+    # its values, which one unspecified (compiled code writes in another order than eager).
+    cfg, tree, bonus, seq_lens, seq_lens_sum, allowed = overlapping_full_inputs(name)
+    options = {"mask_mode": MaskMode.FULL, "seq_lens_sum": seq_lens_sum}
+    assert_mask_allowed(build_verify_tree(cfg, tree, bonus, seq_lens, **options).tree_mask, allowed)
+    worker = DraftOrganizer(cfg, max_bs=4, device="cpu", compile=False)
+    assert_mask_allowed(worker.build_verify(tree, bonus, seq_lens, **options).tree_mask, allowed)
+
+
+@pytest.mark.compiled
+def test_compiled_full_mask_of_overlapping_blocks_holds_written_values(fresh_dynamo):
+    # The case the worker review found: inductor's FULL mask differed from eager's.
+    cfg, tree, bonus, seq_lens, seq_lens_sum, allowed = overlapping_full_inputs(
+        "tree, three requests"
+    )
+    worker = DraftOrganizer(cfg, max_bs=4, device="cpu", compile=True)
+    vt = worker.build_verify(
+        tree, bonus, seq_lens, mask_mode=MaskMode.FULL, seq_lens_sum=seq_lens_sum
+    )
+    assert_mask_allowed(vt.tree_mask, allowed)
 
 
 @pytest.mark.parametrize(("n", "dtype"), BITPACKED_DTYPES)

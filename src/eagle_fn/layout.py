@@ -266,8 +266,8 @@ def bitpack(visible: Tensor) -> Tensor:
 def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
     """Per request an ``N x (seq_len + N)`` block, prefix columns True, concatenated.
 
-    ``total`` must be ``N * sum(seq_lens) + bs * N * N``; a cell whose int64 offset falls
-    outside ``[0, total)`` (a wrong ``seq_lens_sum``) is dropped, as in the kernel.
+    ``total`` must be ``N * sum(seq_lens) + bs * N * N``; a cell at an int64 offset outside
+    ``[0, total)`` is dropped, as in the kernel; cells overlapping (negative ``seq_lens``) keep any.
 
     Shapes: ``visible [bs, N, N]``, ``seq_lens [bs]`` -> ``[total]`` bool.
     """

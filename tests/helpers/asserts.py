@@ -52,6 +52,13 @@ def assert_verdict_equals(verdict, expected, cfg, bs):
     assert_matches(verdict.predicts, predicts, (bs * cfg.num_draft_tokens,), torch.int64)
 
 
+def assert_mask_allowed(mask, allowed):
+    """Each cell of the flat ``mask`` holds one of the values ``allowed`` lists for it."""
+    got = mask.to(torch.int64).tolist()
+    assert len(got) == len(allowed)
+    assert [cell for cell, value in enumerate(got) if value not in allowed[cell]] == []
+
+
 def on(tensors, device):
     """A NamedTuple of tensors (a DraftTree, a VerifyTree...) moved to ``device``."""
     return type(tensors)(*(t.to(device) for t in tensors))

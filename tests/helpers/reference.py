@@ -133,20 +133,28 @@ def full_mask(rows, seq_lens, total):
     cell ``(t, seq_len + j)`` sits at ``start + t * (seq_len + N) + seq_len + j`` as an int64
     (wrapping). A cell whose offset is outside ``[0, total)`` is dropped (a wrong
     ``seq_lens_sum``, a huge or negative ``seq_len``); prefix cells and cells no row reaches
-    stay 1. A cell reached twice has no specified value: the reference refuses such inputs.
+    stay 1. A cell given two different values has no specified value: the reference refuses
+    such inputs (:func:`full_mask_values` lists them).
     """
+    values = full_mask_values(rows, seq_lens, total)
+    for cell, allowed in enumerate(values):
+        assert len(allowed) == 1, f"FULL cell {cell} given {sorted(allowed)}: unspecified"
+    return [allowed.pop() for allowed in values]
+
+
+def full_mask_values(rows, seq_lens, total):
+    """Per cell of :func:`full_mask`, the set of values it may hold: ``{1}`` where no row
+    reaches it, else every value written to it (two where overlapping blocks disagree)."""
     n = len(rows[0]) if rows else 0
-    mask, written, start = [1] * total, set(), 0
+    written, start = [set() for _ in range(total)], 0
     for block, seq_len in zip(rows, seq_lens, strict=True):
         for t, row in enumerate(block):
             for j, value in enumerate(row):
                 cell = wrap64(start + t * (seq_len + n) + seq_len + j)
                 if 0 <= cell < total:
-                    assert cell not in written, f"FULL cell {cell} reached twice: unspecified"
-                    written.add(cell)
-                    mask[cell] = value
+                    written[cell].add(value)
         start += n * (seq_len + n)
-    return mask
+    return [allowed or {1} for allowed in written]
 
 
 def verify_tree(cfg, tree, bonus_tokens, seq_lens, mask_mode, seq_lens_sum=None):

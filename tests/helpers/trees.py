@@ -3,8 +3,10 @@ targets."""
 
 import torch
 
-from eagle_fn import DraftConfig, DraftTree, build_verify_tree
+from eagle_fn import DraftConfig, DraftTree, build_verify_tree, organize_tree
+from helpers import reference
 from helpers.asserts import on
+from helpers.drafts import draft_lists
 
 I64 = torch.int64
 SPEC_CFG = DraftConfig(4, 3, 8)
@@ -73,6 +75,28 @@ FULL_EDGE_CASES = {
     # unseen by the root, land on cells 0 and 1 (the first cell kept); rows 1-2 past the end.
     "lands-on-0": ([-(2**61), 3 * 2**61 - 10], 0, [0, 1]),
 }
+
+
+# Negative seq_lens whose blocks overlap inside the mask: rows of one request (and of
+# neighbours) share cells, with different values, which no ordering specifies.
+OVERLAPPING_FULL = {
+    "chain, seq_len -1": (FULL_EDGE_CFG, [-1], 0),  # cells 1 and 3 each get a 0 and a 1
+    "tree, three requests": (DraftConfig(2, 3, 6), [-6, -4, -4], 0),
+}
+
+
+def overlapping_full_inputs(name, device="cpu"):
+    """(cfg, tree, bonus_tokens, seq_lens, seq_lens_sum, allowed) of ``OVERLAPPING_FULL[name]``:
+    ``allowed`` lists, per cell of the FULL mask, the values it may hold."""
+    cfg, seq_lens, seq_lens_sum = OVERLAPPING_FULL[name]
+    bs, n = len(seq_lens), cfg.num_draft_tokens
+    tree = organize_tree(cfg, *draft_lists(cfg, bs, torch.Generator().manual_seed(bs)))
+    bonus, lens = torch.arange(bs), torch.tensor(seq_lens)
+    flat = reference.verify_tree(cfg, tree, bonus, lens, "qlen")["tree_mask"]  # [bs * N * N]
+    rows = torch.tensor(flat).view(bs, n, n).tolist()
+    allowed = reference.full_mask_values(rows, seq_lens, n * seq_lens_sum + bs * n * n)
+    assert any(len(values) > 1 for values in allowed)  # the case overlaps, as it says
+    return cfg, on(tree, device), bonus.to(device), lens.to(device), seq_lens_sum, allowed
 
 
 def full_edge_inputs(name, device="cpu"):
