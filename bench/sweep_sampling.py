@@ -14,6 +14,7 @@ agree with the first (a race between a row's programs would break that).
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 import torch
@@ -89,4 +90,6 @@ def measure(shape: tuple[object, ...], args: tuple[Any, ...], want: Any) -> str:
 
 
 if __name__ == "__main__":
+    # No options: --help says what the sweep does instead of starting it.
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     main()

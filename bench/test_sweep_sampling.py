@@ -1,5 +1,10 @@
 """bench/sweep_sampling.py's rows, with the GPU parts replaced: it times only on CUDA."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("triton")
@@ -58,3 +63,18 @@ def test_a_shape_is_measured_with_its_knobs_set(monkeypatch):
             patch.setattr(sweep_sampling.kernel, name, getattr(sweep_sampling.kernel, name))
         assert sweep_sampling.measure(shape, args, want) == "2.50 | True | True"
         assert seen == [shape]
+
+
+def test_help_describes_the_sweep_without_running_it():
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "bench/sweep_sampling.py", "--help"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": "src:bench"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "launch shapes on a GPU" in done.stdout
+    assert "| V |" not in done.stdout  # no table: nothing was measured
