@@ -23,8 +23,8 @@ the torch functions, so no signature is written twice. Triton is required here; 
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -170,43 +170,26 @@ def fused(
     ``values`` says how its outputs compare with the reference's, for its docstring."""
 
     name, signature = reference.__name__, inspect.signature(reference)
-    params = signature.parameters.values()
-    positional = sum(p.kind is p.POSITIONAL_OR_KEYWORD for p in params)
-    options = {p.name for p in params if p.kind is p.KEYWORD_ONLY}
+    options = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
+    positional = len(signature.parameters) - len(options)
 
-    @functools.wraps(reference)
-    def public(*args: Any, **kwargs: Any) -> Any:
+    def checked_call(*values: Any) -> Any:
         # The checks name their parameters their own way and take keywords of their own
-        # (where=, device=), which a caller must not reach: a call that names a positional
-        # parameter is bound by the public signature first. Binding costs about 6 µs of host
-        # time (2-core CPU machine), so calls by position pass straight.
-        if len(args) > positional or not options.issuperset(kwargs):
-            args, kwargs = _bound(name, signature, args, kwargs)
-        try:
-            checked = checked_args(*args, **kwargs)
-        except TypeError:
-            _bound(name, signature, args, kwargs)  # a call the reference refuses: its error
-            raise  # else the checks' own
+        # (where=, device=), which a caller must not reach: Python binds the call by the
+        # public signature, and the checks get its values by position, options by name.
+        named = dict(zip(options, values[positional:], strict=True))
+        checked = checked_args(*values[:positional], **named)
         require_kernel_device(name, _device(checked))
         return core(*checked)
 
-    public.__doc__ = (  # the reference's example runs on CPU tensors, not always here
-        f":func:`eagle_fn.{reference.__name__}` as one fused kernel: the same signature, "
-        f"checks and {values}; see its documentation."
+    doc = (  # the reference's example runs on CPU tensors, not always here
+        f":func:`eagle_fn.{name}` as one fused kernel: the same signature, checks and "
+        f"{values}; see its documentation."
     )
+    public = forwarding(name, signature, checked_call, doc=doc)
+    # The module that binds it, as namedtuple finds its caller's: pickle and docs look there.
+    public.__module__ = sys._getframe(1).f_globals["__name__"]
     return cast(F, public)
-
-
-def _bound(
-    name: str, signature: inspect.Signature, args: Any, kwargs: Any
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """``args, kwargs`` bound by ``signature``: positional parameters by position, the
-    keyword-only ones by name; or the ``TypeError`` of a call that does not fit it."""
-    try:
-        bound = signature.bind(*args, **kwargs)
-    except TypeError as error:
-        raise TypeError(f"{name}(): {error}") from None
-    return bound.args, bound.kwargs
 
 
 def require_kernel_device(where: str, device: torch.device) -> None:
