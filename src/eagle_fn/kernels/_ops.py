@@ -81,9 +81,9 @@ def call(op: torch._ops.OpOverload, *args: Any) -> Any:
     on the 2-core development CPU (docs/kernels.md) and buys nothing when no compiler, tracer
     or dispatch mode is looking. Where one is (torch.compile, make_fx, opcheck, an op
     counter), the call goes through the op, so each public kernel function still records as
-    one op. The kernels have no derivative: through
-    the op, an input that requires grad enters detached (no autograd formula is needed, in a
-    caller's compile either), so outputs never require grad, as in plain eager code.
+    one op. The kernels have no derivative: through the op, an input that requires grad
+    enters detached (no autograd formula is needed, in a caller's compile either), so outputs
+    never require grad, as in plain eager code.
     """
     if plain_eager():
         return _BODIES[op](*args)
