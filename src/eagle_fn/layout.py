@@ -267,7 +267,7 @@ def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
     """Per request an ``N x (seq_len + N)`` block, prefix columns True, concatenated.
 
     ``total`` must be ``N * sum(seq_lens) + bs * N * N``. As in the kernel, a cell at an int64
-    offset outside it is dropped, and one two rows share (negative seq_lens) holds either value.
+    offset outside ``[0, total)`` is dropped; one two rows share (negative seq_lens) holds either.
 
     Shapes: ``visible [bs, N, N]``, ``seq_lens [bs]`` -> ``[total]`` bool.
     """
