@@ -311,7 +311,8 @@ def test_allocations_are_poisoned_so_that_an_unwritten_output_shows():
 
 def _named_calls():
     """(name, arguments by parameter name) for each public kernel function: small real inputs
-    on the kernels' device, every keyword-only option set to a value other than its default."""
+    on the kernels' device, each keyword-only option set off its default in some call (the
+    thresholds on a tree, ``draft_probs`` on a chain, the only kind that takes it)."""
 
     def on_device(value):
         if isinstance(value, torch.Tensor):
@@ -349,8 +350,8 @@ NAMED_CALLS = _named_calls()
 
 @pytest.mark.parametrize(("name", "named"), NAMED_CALLS, ids=[name for name, _ in NAMED_CALLS])
 def test_public_kernels_take_every_argument_by_keyword_as_their_torch_twin(name, named):
-    # The checks behind the public functions name their parameters their own way: a call by
-    # keyword reaches them bound by the public signature, and equals the positional call.
+    # The checks behind the public functions name their parameters their own way: Python
+    # binds a call by the public signature, so by keyword it equals the positional call.
     fused, reference = getattr(eagle_fn.kernels, name), getattr(eagle_fn, name)
     params = inspect.signature(reference).parameters.values()
     positional = [named[p.name] for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
