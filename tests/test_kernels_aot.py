@@ -49,6 +49,20 @@ def test_every_kernel_compiles_for_a_hopper_gpu():
 
 
 @NOT_ON_A_GPU
+def test_launch_keys_are_at_least_as_fine_as_tritons_specializations():
+    # Eager CUDA launches reuse a compiled kernel found by their own key (kernels/_launch.py):
+    # two launches with one key must get one specialization from Triton's binder, or the
+    # reused kernel would be the wrong one. Each CI launch, each argument varied in turn.
+    lines = run_kernel_aot("--launch-keys")
+    assert len(lines) == 6, lines  # the two select kernels, organize, build, greedy, sampling
+    for line in lines:
+        found = re.fullmatch(r"\w+: (\d+) keys, (\d+) specializations", line)
+        assert found, line
+        keys, specializations = map(int, found.groups())
+        assert keys >= specializations > 1, line  # not vacuous: variants Triton tells apart
+
+
+@NOT_ON_A_GPU
 def test_each_kernel_compiles_once_whatever_the_batch_size():
     # A serving loop's batch size changes every step; a kernel specialized on a batch-dependent
     # int (equal to 1, divisible by 16) would compile again, seconds each, mid-serving.

@@ -80,6 +80,53 @@ def batch_keys():
     return [f"{stage}: {len(found)} compile(s) over bs {sizes}" for stage, found in keys.items()]
 
 
+def launch_keys():
+    """One line a kernel, every kernel: over its CI variants' launches, each argument varied
+    in turn (:func:`varied`), launches with equal ``CachedLaunch`` keys get equal
+    specializations from Triton's binder, and how many of each there were; else one line
+    that says what failed."""
+    import kernel_aot_variants as variants
+
+    from eagle_fn.kernels._launch import launch_key
+
+    found = {}
+    for _, launcher in variants.variants(everything=False):
+        for kernel, args, kwargs in variants.recorded_launches(launcher):
+            by_key = found.setdefault(kernel.fn.__name__, {})
+            for changed in varied(args):
+                special = specialization(kernel, changed, kwargs)
+                if by_key.setdefault(launch_key(changed, kwargs), special) != special:
+                    return [f"{kernel.fn.__name__}: one key, two specializations: {special}"]
+    missed = [k.fn.__name__ for k in variants.entry_kernels() if k.fn.__name__ not in found]
+    if missed:
+        return [f"kernels no variant launches: {missed}"]
+    return [
+        f"{name}: {len(keys)} keys, {len(set(keys.values()))} specializations"
+        for name, keys in sorted(found.items())
+    ]
+
+
+def varied(args):
+    """``args``, then copies that differ in one argument: a tensor 8 bytes past a 16-byte
+    boundary or reallocated, an int at each of Triton's class edges, a float or bool changed."""
+    import torch
+
+    ints = (1, 16, 17, -1, -16, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63)
+    for i, arg in enumerate(args):
+        if isinstance(arg, torch.Tensor):
+            flat = arg.new_empty(arg.numel() + 16)
+            offset = 8 // arg.element_size() or 1  # 8 bytes in (bool: 1 byte)
+            changes = [flat[offset : offset + arg.numel()].view(arg.shape), arg.clone()]
+        elif type(arg) is int:
+            changes = list(ints)
+        elif type(arg) in (float, bool):
+            changes = [0.25, 1.0, 3.5] if type(arg) is float else [not arg]
+        else:
+            continue
+        yield from ((*args[:i], change, *args[i + 1 :]) for change in changes)
+    yield args
+
+
 def op_kernels():
     """One line an op: the kernels torch finds behind it, whose source keys its caches."""
     from torch._library.triton import get_triton_kernels_for_op
@@ -139,6 +186,7 @@ def main(argv=None):
     parser.add_argument("-k", default="", help="only variants whose name contains this")
     parser.add_argument("--batch-keys", action="store_true", help="compiles per batch size")
     parser.add_argument("--op-kernels", action="store_true", help="the kernels torch finds")
+    parser.add_argument("--launch-keys", action="store_true", help="launch keys against Triton")
     parser.add_argument("--registers", action="store_true", help="ptxas's registers, spills")
     parser.add_argument("--maxnreg", type=int, help="the sampling kernel's MAXNREG knob")
     options = parser.parse_args(argv)
@@ -150,9 +198,11 @@ def main(argv=None):
         from eagle_fn.kernels import sampling
 
         sampling.MAXNREG = options.maxnreg
-    if options.batch_keys or options.op_kernels:
-        print("\n".join(batch_keys() if options.batch_keys else op_kernels()))
-        return
+    listings = {"batch_keys": batch_keys, "op_kernels": op_kernels, "launch_keys": launch_keys}
+    for option, listing in listings.items():
+        if getattr(options, option):
+            print("\n".join(listing()))
+            return
     import kernel_aot_variants as variants
 
     launched = set()

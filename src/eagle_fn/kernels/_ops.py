@@ -37,6 +37,7 @@ from triton.runtime.interpreter import InterpretedFunction
 
 from .._backend import kernel_device_reason
 from .._forwarding import forwarding
+from ._launch import CachedLaunch
 
 NAMESPACE = "eagle_fn"
 # Tile edges of the pairwise ranking: 64 x 64 compares keep a tile in registers on a GPU.
@@ -104,6 +105,8 @@ def launcher(kernel: Any) -> Callable[..., None]:
     an empty grid itself), nor for an interpreted kernel given fake tensors (the op's fake);
     a real tensor of a subclass (an ``nn.Parameter``) is launched on.
     An interpreted kernel is called as it is: torch 2.11's ``wrap_triton`` refuses one.
+    Plain eager launches on CUDA find their compiled kernel through
+    :class:`~eagle_fn.kernels._launch.CachedLaunch`, which skips Triton's per-call binding.
 
     A closure that names ``wrap_triton(kernel)``: torch finds a ``triton_op``'s kernels by
     reading its body and the functions it calls for such calls, and hashes their source into
@@ -112,27 +115,32 @@ def launcher(kernel: Any) -> Callable[..., None]:
     """
 
     compiled = not interpreted(kernel)
+    cached = CachedLaunch(kernel)
 
     def launch(programs: Any, *args: Any, **options: Any) -> None:
         if type(programs) is int and programs == 0:
             return
         if compiled and plain_eager():
-            with on_device(args):
+            device = next(arg.device for arg in args if isinstance(arg, Tensor))
+            if device.type != "cuda":
                 kernel[(programs,)](*args, **options)
+                return
+            with on_device(device):
+                cached(programs, device.index, args, **options)
         elif compiled:  # wrap_triton lets tracers see the kernel
             wrap_triton(kernel)[(programs,)](*args, **options)
         elif not any(is_fake(arg) for arg in args if isinstance(arg, Tensor)):
             kernel[(programs,)](*args, **options)
 
     launch.kernel = kernel  # type: ignore[attr-defined]  # what tools recording launches read
+    launch.cached = cached  # type: ignore[attr-defined]
     return launch
 
 
-def on_device(args: tuple[Any, ...]) -> contextlib.AbstractContextManager[Any]:
-    """The first tensor's CUDA device made current, where it is not: Triton launches on the
-    current device (torch ops guard theirs the same way; compiled graphs do it themselves)."""
-    device = next(arg.device for arg in args if isinstance(arg, Tensor))
-    if device.type == "cuda" and device.index != torch.cuda.current_device():
+def on_device(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """A CUDA ``device`` made current, where it is not: Triton launches on the current device
+    (torch ops guard theirs the same way; compiled graphs do it themselves)."""
+    if device.index != torch.cuda.current_device():
         return torch.cuda.device(device)
     return contextlib.nullcontext()
 
