@@ -17,15 +17,16 @@ per call (the loop timed with one synchronize at its end):
   Python cost of each argument (Triton's ``JITFunction.run`` internals, built for this GPU, or
   for a Hopper GPU where there is none: this column needs no GPU, and Triton's interpreter
   need not be on);
-- ``key``: what a cached launch would compute in place of ``bind`` to find its compiled
-  kernel again (:func:`launch_key`), in Python; a cached launch would cost about ``key`` plus
-  ``compiled``, against ``jit``;
-- ``compiled``: the compiled kernel that launch returned, called directly (no argument
-  binding or specialization: what a cached fast path could cost), where this Triton has it;
+- ``key``: what eagle_fn's cached launch (``eagle_fn.kernels._launch``, which ``public``
+  goes through on CUDA) computes in place of ``bind`` to find its compiled kernel again
+  (``launch_key``), and the lookup;
+- ``compiled``: the compiled kernel that launch returned, called through Triton's runner
+  (no argument binding or specialization; the cached launch also skips the runner's launch
+  metadata), where this Triton has it;
 - ``empty``: one ``torch.empty`` on the device, of the shape of the launch's first tensor
   argument.
 
-Diagnostic only: nothing here checks values, and no code path of eagle_fn uses ``compiled``.
+Diagnostic only: nothing here checks values.
 On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``python``, ``bind`` and ``key``
 mean anything: ``public`` and ``jit`` run the interpreter, about a second a call on the
 development CPU, so they take 2 calls there by default (2000 on CUDA); ``python``, ``bind``
@@ -47,6 +48,7 @@ import eagle_fn
 from cases import TREE_TARGET
 from eagle_fn import kernels
 from eagle_fn.kernels import greedy, organize, selection, verify
+from eagle_fn.kernels._launch import launch_key
 from inputs import agreeing_target, draft_lists, step_inputs, verify_inputs
 
 MODULES = (organize, verify, greedy, selection)  # each calls the launchers it holds
@@ -160,24 +162,8 @@ def triton_binder(kernel: Any) -> Callable[..., tuple[Any, list[Any], dict[str, 
     return cast(Callable[..., tuple[Any, list[Any], dict[str, Any]]], binder)
 
 
-def launch_key(args: tuple[Any, ...], options: dict[str, Any]) -> tuple[Any, ...]:
-    """A key under which a compiled kernel could be reused: each tensor's dtype, device and
-    16-byte alignment (all that Triton specializes a pointer on), every other argument's type
-    and value (finer than Triton's int classes), the options. Equal keys, equal Triton
-    specializations (bench/test_launch_overhead.py checks it against Triton's own binder)."""
-    return (
-        *(
-            (arg.dtype, arg.device, arg.data_ptr() % 16 == 0)
-            if isinstance(arg, torch.Tensor)
-            else (type(arg), arg)
-            for arg in args
-        ),
-        *options.items(),
-    )
-
-
 def key_runner(args: tuple[Any, ...], options: dict[str, Any]) -> Callable[[], Any]:
-    """The lookup a cached launch would make per call: the key, then a dict."""
+    """The lookup eagle_fn's cached launch makes per call: its key, then a dict."""
     cache = {launch_key(args, options): None}
     return lambda: cache[launch_key(args, options)]
 

@@ -131,37 +131,3 @@ def test_only_the_launchers_are_recorded(interpret):
             f"{kernels}verify.launch",
         ]
     )
-
-
-def variants(args):
-    """``args`` and copies of it that differ in one argument: each tensor once unaligned (8
-    bytes past a 16-byte boundary) and once reallocated, each int once as 1, 16, 17 and -1."""
-    found = [args]
-    for i, arg in enumerate(args):
-        if isinstance(arg, torch.Tensor):
-            flat = arg.new_empty(arg.numel() + 16)
-            offset = 8 // arg.element_size() or 1  # 8 bytes in (bool: 1 byte)
-            unaligned = flat[offset : offset + arg.numel()].view(arg.shape)
-            assert unaligned.data_ptr() % 16 != 0
-            changed = [unaligned, arg.clone()]
-        elif type(arg) is int:
-            changed = [1, 16, 17, -1]
-        else:
-            continue
-        found += [(*args[:i], new, *args[i + 1 :]) for new in changed]
-    return found
-
-
-def test_equal_launch_keys_mean_equal_triton_specializations():
-    import launch_overhead
-
-    for name, stage in launch_overhead.stages(torch.device("cpu")).items():
-        kernel, _, args, options = launch_overhead.captured_launch(stage)
-        binder = launch_overhead.triton_binder(kernel)
-        by_key = {}
-        for found in variants(args):
-            specialization = str(binder(*found, **options)[1])
-            key = launch_overhead.launch_key(found, options)
-            assert by_key.setdefault(key, specialization) == specialization, name
-        # Not vacuous: the variants give Triton several specializations to tell apart.
-        assert len(set(by_key.values())) > 1, name
