@@ -39,8 +39,10 @@ from .greedy import empty_verdict
 BLOCK_V = 4096  # vocabulary entries per block of the final row (a power of 2)
 NUM_WARPS = 8
 # A cap on registers per thread (ptxas's maxnreg), or None for ptxas's choice: 220 at
-# NUM_WARPS 8 and V 32000 (Triton 3.6, sm_90) leave room for one program an SM (docs/kernels.md).
-MAXNREG: int | None = None
+# NUM_WARPS 8 and V 32000 (Triton 3.6, sm_90) leave room for one program an SM; at 128, two
+# fit and nothing spills. On an H200 (2026-12-04, two sweeps) the cap took V 128256 from
+# 21.4-21.8 to 16.2-16.4 µs of replay, and V 32000 from 10.3-10.4 to 10.5 (docs/sampling.md).
+MAXNREG: int | None = 128
 # Several programs per request (the last to finish draws), so that a small batch still
 # spreads over the GPU: about PROGRAMS in all, at most one per chunk of BLOCKS_PER_PROGRAM
 # blocks, loaded at once (bs 32, V 128256: 512 programs, 32 float32 loads in flight a
