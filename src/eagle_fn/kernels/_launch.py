@@ -3,8 +3,8 @@
 Triton's ``kernel[grid](*args)`` binds every argument, works out its specialization and
 builds launch metadata on every call, in Python, before the C launcher runs. An eager
 eagle_fn stage makes one launch, so that is a large share of its host time: on an H200's host
-(torch 2.11, Triton 3.6, 2026-12-04, docs/performance.md) a launch by :class:`CachedLaunch`
-took about 20 µs less per stage, with the same outputs.
+(torch 2.11, Triton 3.6, 2026-12-04, docs/performance.md) a probe launching as
+:class:`CachedLaunch` does took 16-35 µs less per stage, with the same outputs.
 
 The first launch of each key goes through Triton, which compiles and launches; later ones
 call the compiled kernel's launcher directly. The key is finer than Triton's specialization
