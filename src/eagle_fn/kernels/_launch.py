@@ -85,7 +85,7 @@ class CachedLaunch:
     def _hooked(self) -> bool:
         hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
         # A HookChain (Triton 3.6 on) is never None; it is idle when it holds no calls.
-        return bool(self.kernel.pre_run_hooks) or any(
+        return bool(getattr(self.kernel, "pre_run_hooks", ())) or any(
             hook is not None and getattr(hook, "calls", True) for hook in hooks
         )
 
