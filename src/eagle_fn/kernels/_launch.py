@@ -33,17 +33,25 @@ def launch_key(args: tuple[Any, ...], options: dict[str, Any]) -> tuple[Any, ...
     alignment; each int's classes (equal to 1, divisible by 16, 32-bit, unsigned 64-bit);
     each float's type (Triton passes every float as fp32); any other argument's type and
     value; the options; and the debug and instrumentation settings Triton reads per call."""
+    # One comprehension, None and tensors inline: half the time of a call per argument
+    # (organize passes 27, 13 of them None), and this runs on every eager launch.
+    found = [
+        arg
+        if arg is None
+        else (arg.dtype, arg.data_ptr() % 16 == 0)
+        if isinstance(arg, Tensor)
+        else _scalar_key(arg)
+        for arg in args
+    ]
     return (
-        tuple(_arg_key(arg) for arg in args),
+        tuple(found),
         tuple(options.items()),
         knobs.runtime.debug,
         knobs.compilation.instrumentation_mode,
     )
 
 
-def _arg_key(arg: Any) -> Any:
-    if isinstance(arg, Tensor):
-        return arg.dtype, arg.data_ptr() % 16 == 0
+def _scalar_key(arg: Any) -> Any:
     kind = type(arg)
     if kind is int:
         return kind, arg == 1, arg % 16 == 0, arg in INT32, arg >= 2**63
