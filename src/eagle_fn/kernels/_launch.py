@@ -7,11 +7,11 @@ eagle_fn stage makes one launch, so that is a large share of its host time: on a
 :class:`CachedLaunch` does took 16-35 µs less per stage, with the same outputs.
 
 The first launch of each key goes through Triton, which compiles and launches; later ones
-call the compiled kernel's launcher directly. The key is finer than Triton's specialization
-(:func:`launch_key`; a test checks it against Triton's own binder for every kernel), so a
-kernel found by it is the one Triton would have picked. Launch hooks (profilers register
-them), pre-run hooks, or a compiled kernel without the launcher's attributes send every
-call back through Triton.
+call the compiled kernel's launcher directly. The key is at least as fine as Triton's
+specialization (:func:`launch_key`; a test checks it against Triton's own binder for every
+kernel), so a kernel found by it is the one Triton would have picked. Launch hooks
+(profilers register them), pre-run hooks, or a compiled kernel without the launcher's
+attributes send every call back through Triton.
 """
 
 # mypy: disable-error-code="import-untyped, import-not-found"

@@ -133,7 +133,7 @@ def launcher(kernel: Any) -> Callable[..., None]:
             kernel[(programs,)](*args, **options)
 
     launch.kernel = kernel  # type: ignore[attr-defined]  # what tools recording launches read
-    launch.cached = cached  # type: ignore[attr-defined]
+    launch.cached = cached  # type: ignore[attr-defined]  # its keys, for tests
     return launch
 
 
