@@ -10,6 +10,8 @@ the 2-core development CPU. For each stage of the tree-path target case it print
 per call (the loop timed with one synchronize at its end):
 
 - ``public``: the ``eagle_fn.kernels`` function, checks and allocation included;
+- ``uncached``: the same call launching through Triton's ``kernel[grid]`` every time, as
+  before eagle_fn's cached launch (``public`` less this is what the cache saves);
 - ``python``: the same call with the launch replaced by a no-op: eagle_fn's own host cost
   (checks, output allocation, argument lists), meaningful on a CPU too;
 - ``jit``: ``kernel[grid](*args)``, Triton's own launch of the same arguments, alone;
@@ -47,7 +49,7 @@ import torch
 import eagle_fn
 from cases import TREE_TARGET
 from eagle_fn import kernels
-from eagle_fn.kernels import greedy, organize, selection, verify
+from eagle_fn.kernels import _ops, greedy, organize, selection, verify
 from eagle_fn.kernels._launch import launch_key
 from inputs import agreeing_target, draft_lists, step_inputs, verify_inputs
 
@@ -104,6 +106,20 @@ def launchers_replaced(replacement: Callable[[Any], Callable[..., None]]) -> Ite
 def unlaunched(launch: Any) -> Callable[..., None]:
     """A launcher that launches nothing."""
     return lambda programs, *args, **options: None
+
+
+def uncached(launch: Any) -> Callable[..., None]:
+    """A launcher that launches through Triton on every call, as eagle_fn did before its
+    cached launch: the tensors' device made current, then ``kernel[grid]``."""
+    kernel = launch.kernel
+
+    def run(programs: Any, *args: Any, **options: Any) -> None:
+        device = next(arg.device for arg in args if isinstance(arg, torch.Tensor))
+        guard = _ops.on_device(device) if device.type == "cuda" else contextlib.nullcontext()
+        with guard:
+            kernel[(programs,)](*args, **options)
+
+    return run
 
 
 def launchers(modules: tuple[ModuleType, ...]) -> list[tuple[ModuleType, str, Any]]:
@@ -197,10 +213,10 @@ def main() -> None:
     print(f"bench/launch_overhead.py on {device}, bs {TREE_TARGET.bs}, {TREE_TARGET.config},")
     print(f"{calls} timed calls a figure, {UNLAUNCHED_CALLS} for python, bind and key")
     print(
-        "| stage | args | public µs | python µs | jit µs | bind µs | key µs | compiled µs "
-        "| empty µs |"
+        "| stage | args | public µs | uncached µs | python µs | jit µs | bind µs | key µs "
+        "| compiled µs | empty µs |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, stage in stages(device).items():
         try:
             print(row(name, stage, device, calls))
@@ -212,6 +228,8 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
     """One stage's line of the table."""
     kernel, programs, args, options = captured_launch(stage)
     public = per_call_us(stage, device, calls)
+    with launchers_replaced(uncached):
+        through_triton = per_call_us(stage, device, calls)
     with launchers_replaced(unlaunched):
         python = per_call_us(stage, device, UNLAUNCHED_CALLS)
     jit = per_call_us(lambda: kernel[(programs,)](*args, **options), device, calls)
@@ -226,7 +244,8 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
     shape = next(a.shape for a in args if isinstance(a, torch.Tensor))
     empty = per_call_us(lambda: torch.empty(shape, device=device), device, calls)
     count = len(args) + len(options)
-    figures = f"{public:.1f} | {python:.1f} | {jit:.1f} | {bind:.1f} | {key:.1f} | {compiled}"
+    figures = f"{public:.1f} | {through_triton:.1f} | {python:.1f} | {jit:.1f} | {bind:.1f}"
+    figures += f" | {key:.1f} | {compiled}"
     figures += f" | {empty:.1f}"
     return f"| {name} | {count} | {figures} |"
 

@@ -47,8 +47,8 @@ def test_every_stage_gets_a_row():
     ]
     # The interpreter has no compiled kernel to call directly; the other figures are numbers
     # (checked for format only: a fast call may well print 0.0).
-    assert all("n/a" in row.split(" | ")[7] for row in rows)
-    columns = (2, 3, 4, 5, 6, 8)
+    assert all("n/a" in row.split(" | ")[8] for row in rows)
+    columns = (2, 3, 4, 5, 6, 7, 9)
     figures = [float(row.strip("| ").split(" | ")[i]) for row in rows for i in columns]
     assert all(math.isfinite(x) and x >= 0 for x in figures), figures
 
@@ -67,7 +67,7 @@ def test_a_failing_stage_gets_its_error_and_the_others_their_rows():
     rows = table_rows(run_python(["-c", BROKEN_FIRST]))
     assert rows[0] == "| broken | failed: ZeroDivisionError: division by zero |"
     assert len(rows) == 6
-    assert all(row.count(" | ") == 8 for row in rows[1:])  # every figure of the other stages
+    assert all(row.count(" | ") == 9 for row in rows[1:])  # every figure of the other stages
 
 
 def test_the_python_figure_times_the_stage_with_nothing_launched(monkeypatch):
@@ -77,7 +77,8 @@ def test_the_python_figure_times_the_stage_with_nothing_launched(monkeypatch):
     real = {(module, name): launch for module, name, launch in found}
 
     def figure(fn, device, calls):
-        """0.0 where every launcher is replaced, 1.0 where the real ones are in place."""
+        """0.0 where every launcher is replaced (by nothing, or by Triton's launch on every
+        call), 1.0 where the real ones are in place."""
         in_place = [getattr(module, name) is launch for (module, name), launch in real.items()]
         assert len(set(in_place)) == 1, in_place
         return 1.0 if in_place[0] else 0.0
@@ -86,7 +87,8 @@ def test_the_python_figure_times_the_stage_with_nothing_launched(monkeypatch):
     stage = launch_overhead.stages(torch.device("cpu"))["verify_greedy"]
     line = launch_overhead.row("verify_greedy", stage, torch.device("cpu"), 1)
     cells = line.strip("| ").split(" | ")
-    assert cells[2:7] == ["1.0", "0.0", "1.0", "1.0", "1.0"]  # public, python, jit, bind, key
+    # public, uncached, python, jit, bind, key
+    assert cells[2:8] == ["1.0", "0.0", "0.0", "1.0", "1.0", "1.0"]
     assert launch_overhead.launchers(launch_overhead.MODULES) == found  # restored
 
 
@@ -131,3 +133,13 @@ def test_only_the_launchers_are_recorded(interpret):
             f"{kernels}verify.launch",
         ]
     )
+
+
+def test_the_uncached_figure_launches_through_triton_itself():
+    import launch_overhead
+
+    stage = launch_overhead.stages(torch.device("cpu"))["verify_greedy"]
+    want = stage()
+    with launch_overhead.launchers_replaced(launch_overhead.uncached):
+        got = stage()
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
