@@ -8,6 +8,8 @@ on a GPU.
 
 from helpers import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
 
+import inspect
+
 import pytest
 import torch
 from triton import knobs
@@ -167,6 +169,21 @@ def test_compiled_launches_on_cpu_tensors_skip_the_cache(monkeypatch):
     x = torch.zeros(4)
     launch(3, x, 5, None, BLOCK=16)
     assert kernel.calls == [("triton", ((3,), (x, 5, None), {"BLOCK": 16}))]
+
+
+def test_the_direct_call_is_the_one_tritons_own_runner_makes():
+    # CachedLaunch calls a compiled kernel's launcher as CompiledKernel's runner does (grid,
+    # stream, function, packed metadata, launch metadata, the two hooks, then the arguments).
+    # Without a GPU that launcher cannot run; this fails when a Triton release changes the call.
+    from triton.compiler.compiler import CompiledKernel
+
+    runner = " ".join(inspect.getsource(CompiledKernel.__getitem__).split())
+    call = (
+        "self.run(grid[0], grid[1], grid[2], stream, self.function, self.packed_metadata, "
+        "launch_metadata, knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)"
+    )
+    assert call in runner
+    assert isinstance(inspect.getattr_static(CompiledKernel, "run"), property)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
