@@ -141,7 +141,7 @@ step launch launch.log 30 env PYTHONPATH="src:bench" "$PY" bench/launch_overhead
 step sweep bench.log 50 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
 
 # (f) The rest of the suite, which CI and the CPU torch matrix also run: least needed, so
-# last. On 2026-12-04 (the cache carried) the steps before it took 231 s, and the whole rest,
+# last. On 2026-12-04 (the cache carried) the steps before it took 235 s, and the whole rest,
 # CPU inductor compiles included, 217 s on 14 processes; a 40 s limit without the compiled
 # tests had stopped it unfinished.
 step tests_rest tests.log 240 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
