@@ -71,7 +71,8 @@ class CachedLaunch:
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
-        self.compiled: dict[tuple[Any, ...], Any] = {}
+        # key -> (compiled kernel, the names of the parameters passed by name)
+        self.compiled: dict[tuple[Any, ...], tuple[Any, tuple[str, ...]]] = {}
 
     def __call__(
         self, programs: int, device_index: int, args: tuple[Any, ...], **options: Any
@@ -80,15 +81,17 @@ class CachedLaunch:
             self.kernel[(programs,)](*args, **options)
             return
         key = (device_index, launch_key(args, options))
-        compiled = self.compiled.get(key)
-        if compiled is None:
+        found = self.compiled.get(key)
+        if found is None:
             compiled = self.kernel[(programs,)](*args, **options)  # compiles where needed
-            if len(self.compiled) < MAX_KEYS and self._reusable(compiled, len(args), options):
-                self.compiled[key] = compiled
+            named = tuple(self.kernel.arg_names[len(args) :])
+            if len(self.compiled) < MAX_KEYS and self._reusable(compiled, named, options):
+                self.compiled[key] = compiled, named
             return
-        constants = [options[name] for name in self.kernel.arg_names[len(args) :]]
+        compiled, named = found
         compiled.run(programs, 1, 1, stream(device_index), compiled.function,
-                     compiled.packed_metadata, None, None, None, *args, *constants)  # fmt: skip
+                     compiled.packed_metadata, None, None, None,
+                     *args, *[options[name] for name in named])  # fmt: skip
 
     def _hooked(self) -> bool:
         hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
@@ -97,10 +100,10 @@ class CachedLaunch:
             hook is not None and getattr(hook, "calls", True) for hook in hooks
         )
 
-    def _reusable(self, compiled: Any, positional: int, options: dict[str, Any]) -> bool:
+    def _reusable(self, compiled: Any, named: tuple[str, ...], options: dict[str, Any]) -> bool:
         """Whether later launches can call ``compiled`` directly: it has the launcher's
         attributes (an asynchronous compile returns a future) and every parameter after the
         positional ones came by name (one left to its default is not in ``options``)."""
         loaded = all(hasattr(compiled, name) for name in ("run", "function", "packed_metadata"))
-        named = all(name in options for name in self.kernel.arg_names[positional:])
-        return loaded and named and compiled.function is not None
+        given = all(name in options for name in named)
+        return loaded and given and compiled.function is not None
