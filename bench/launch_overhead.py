@@ -28,6 +28,10 @@ per call (the loop timed with one synchronize at its end):
 - ``empty``: one ``torch.empty`` on the device, of the shape of the launch's first tensor
   argument.
 
+A second table times ``public`` again after one ``torch.profiler`` session over every stage,
+as the benchmark run opens one per case to count kernels: if the profiler leaves CUPTI's
+callbacks on, every later launch pays for them, and the benchmark's host figures with them.
+
 Diagnostic only: nothing here checks values.
 On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``python``, ``bind`` and ``key``
 mean anything: ``public`` and ``jit`` run the interpreter, about a second a call on the
@@ -217,15 +221,40 @@ def main() -> None:
         "| compiled µs | empty µs |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, stage in stages(device).items():
+    found = stages(device)
+    public: dict[str, float] = {}
+    for name, stage in found.items():
         try:
-            print(row(name, stage, device, calls))
+            line, public[name] = row(name, stage, device, calls)
+            print(line)
         except Exception as error:  # one stage's failure keeps the others' rows (one GPU run)
             print(f"| {name} | failed: {type(error).__name__}: {error} |")
+    print()
+    print(after_profiling({name: found[name] for name in public}, public, device, calls))
 
 
-def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -> str:
-    """One stage's line of the table."""
+def after_profiling(
+    found: dict[str, Callable[[], Any]], before: dict[str, float], device: torch.device, calls: int
+) -> str:
+    """The ``public`` figures again after one ``torch.profiler`` session over every stage, as
+    the benchmark run's kernel counts open one per case (``bench/gpu.py``): a profiler that
+    leaves CUPTI's callbacks on slows every later launch, and with them the benchmark's own
+    host figures, which then exceed these tables'."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities):
+        for stage in found.values():
+            stage()
+        torch.cuda.synchronize(device) if device.type == "cuda" else None
+    lines = ["| stage | public µs | public µs after a torch.profiler session |", "|---|---|---|"]
+    for name, stage in found.items():
+        lines.append(f"| {name} | {before[name]:.1f} | {per_call_us(stage, device, calls):.1f} |")
+    return "\n".join(lines)
+
+
+def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -> tuple[str, float]:
+    """One stage's line of the table, and its ``public`` figure."""
     kernel, programs, args, options = captured_launch(stage)
     public = per_call_us(stage, device, calls)
     with launchers_replaced(uncached):
@@ -247,7 +276,7 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
     figures = f"{public:.1f} | {through_triton:.1f} | {python:.1f} | {jit:.1f} | {bind:.1f}"
     figures += f" | {key:.1f} | {compiled}"
     figures += f" | {empty:.1f}"
-    return f"| {name} | {count} | {figures} |"
+    return f"| {name} | {count} | {figures} |", public
 
 
 if __name__ == "__main__":

@@ -22,9 +22,12 @@ def run_python(args, interpret="1"):
     return run.stdout
 
 
-def table_rows(stdout):
-    """The printed table's rows, its header apart."""
-    return [line for line in stdout.splitlines() if line.startswith("| ") and "µs" not in line]
+def table_rows(stdout, table=0):
+    """The rows of the ``table``-th printed table (0: the main one, 1: after profiling), its
+    header apart."""
+    tables = stdout.split("\n\n")
+    lines = [line for line in tables[table].splitlines() if line.startswith("| ")]
+    return [line for line in lines if "µs" not in line]
 
 
 def test_the_interpreter_gets_few_calls_and_a_gpu_many():
@@ -36,7 +39,8 @@ def test_the_interpreter_gets_few_calls_and_a_gpu_many():
 
 def test_every_stage_gets_a_row():
     script = [str(ROOT / "bench" / "launch_overhead.py"), "--calls", "1", "--device", "cpu"]
-    rows = table_rows(run_python(script))
+    stdout = run_python(script)
+    rows = table_rows(stdout)
     stages = [row.split(" | ")[0].removeprefix("| ") for row in rows]
     assert stages == [
         "organize_tree",
@@ -51,6 +55,12 @@ def test_every_stage_gets_a_row():
     columns = (2, 3, 4, 5, 6, 7, 9)
     figures = [float(row.strip("| ").split(" | ")[i]) for row in rows for i in columns]
     assert all(math.isfinite(x) and x >= 0 for x in figures), figures
+    # The second table: each stage's public figure again, as the first table printed it,
+    # then after the profiler.
+    again = [row.strip("| ").split(" | ") for row in table_rows(stdout, 1)]
+    assert [cells[0] for cells in again] == stages
+    assert [cells[1] for cells in again] == [row.strip("| ").split(" | ")[2] for row in rows]
+    assert all(math.isfinite(float(cells[2])) for cells in again)
 
 
 BROKEN_FIRST = (
@@ -64,10 +74,12 @@ BROKEN_FIRST = (
 
 
 def test_a_failing_stage_gets_its_error_and_the_others_their_rows():
-    rows = table_rows(run_python(["-c", BROKEN_FIRST]))
+    stdout = run_python(["-c", BROKEN_FIRST])
+    rows = table_rows(stdout)
     assert rows[0] == "| broken | failed: ZeroDivisionError: division by zero |"
     assert len(rows) == 6
     assert all(row.count(" | ") == 9 for row in rows[1:])  # every figure of the other stages
+    assert len(table_rows(stdout, 1)) == 5  # profiled again: the stages that ran
 
 
 def test_the_python_figure_times_the_stage_with_nothing_launched(monkeypatch):
@@ -85,11 +97,35 @@ def test_the_python_figure_times_the_stage_with_nothing_launched(monkeypatch):
 
     monkeypatch.setattr(launch_overhead, "per_call_us", figure)
     stage = launch_overhead.stages(torch.device("cpu"))["verify_greedy"]
-    line = launch_overhead.row("verify_greedy", stage, torch.device("cpu"), 1)
+    line, public = launch_overhead.row("verify_greedy", stage, torch.device("cpu"), 1)
+    assert public == 1.0
     cells = line.strip("| ").split(" | ")
     # public, uncached, python, jit, bind, key
     assert cells[2:8] == ["1.0", "0.0", "0.0", "1.0", "1.0", "1.0"]
     assert launch_overhead.launchers(launch_overhead.MODULES) == found  # restored
+
+
+def test_after_profiling_times_each_stage_after_one_profiler_session(monkeypatch):
+    import launch_overhead
+
+    def profiling():
+        return torch.autograd.profiler._is_profiler_enabled
+
+    events = []
+
+    def timed(fn, device, calls):
+        events.append(("timed", profiling()))
+        return 7.0
+
+    monkeypatch.setattr(launch_overhead, "per_call_us", timed)
+    stages = {
+        "a": lambda: events.append(("a", profiling())),
+        "b": lambda: events.append(("b", profiling())),
+    }
+    table = launch_overhead.after_profiling(stages, {"a": 1.0, "b": 2.0}, torch.device("cpu"), 1)
+    # Each stage runs once under the profiler, then each is timed with it closed.
+    assert events == [("a", True), ("b", True), ("timed", False), ("timed", False)]
+    assert table.splitlines()[2:] == ["| a | 1.0 | 7.0 |", "| b | 2.0 | 7.0 |"]
 
 
 def test_unlaunched_stages_reach_no_kernel():
