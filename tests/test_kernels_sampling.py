@@ -58,6 +58,25 @@ pytestmark = [
 DEVICE = kernel_support.KERNEL_DEVICE
 # The interpreter runs each program in Python: few, small examples.
 FEW = examples(40)
+PREFETCHES = st.sampled_from([0, 64])  # PREFETCH_N: the walk's gathers per level, or before it
+
+
+@contextlib.contextmanager
+def prefetching(limit):
+    """The kernel launched with ``PREFETCH_N = limit``; each launch is checked to prefetch
+    exactly when its ``BLOCK_N`` is within it."""
+
+    def takes_limit(args, options):
+        assert options["PREFETCH"] is (options["BLOCK_N"] <= limit), options
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ksampling, "PREFETCH_N", limit)
+        patch.setattr(ksampling, "launch", checked_launch(ksampling, takes_limit))
+        yield
+
+
+# PREFETCH_N for tests that run the walk both ways: off, and on for every N they draw.
+PREFETCH = pytest.mark.parametrize("prefetch", [0, 64], ids=["per_level", "prefetched"])
 
 
 def check(cfg, vt, q, u, final, thresholds=(1.0, 1.0), draft_probs=None):
@@ -140,35 +159,45 @@ def test_float64_probabilities_take_thresholds_rounded_to_float32():
     assert [t.tolist() for t in want] == [[[0, -1]], [0], [3, 0, 0, 0]]
 
 
+@PREFETCH
 @pytest.mark.parametrize("thresholds", [*THRESHOLDS[:2], *THRESHOLDS[-2:]])
 @pytest.mark.parametrize("row_kind", ["ties", "agree", "nan"])
-def test_tree_table(thresholds, row_kind):
+def test_tree_table(thresholds, row_kind, prefetch):
     gen = torch.Generator().manual_seed(len(row_kind))
     cfg = DraftConfig(3, 3, 10)
     vt = organized_tree(cfg, 3, gen, vocab=12)
-    check(cfg, vt, target_rows(vt, 12, gen, row_kind), *coins(3, 10, gen, "grid"), thresholds)
+    with prefetching(prefetch):
+        check(cfg, vt, target_rows(vt, 12, gen, row_kind), *coins(3, 10, gen, "grid"), thresholds)
+
+
+NAN_DECIDES = tree_case(DraftConfig(4, 2, 8), 3, 6, "smooth", "nan", "uniform", (1.0, 1.0),
+                        torch.float32, 1)  # fmt: skip
 
 
 @FEW
-@given(case=tree_cases(max_bs=3, max_vocab=20))
+@given(case=tree_cases(max_bs=3, max_vocab=20), prefetch=PREFETCHES)
 # Under the ci profile one drawn case of 40 had NaN target rows, and none where a NaN child's
 # q, which SGLang adds to the running sum, decides a sibling's verdict: this case has one.
-@example(case=tree_case(DraftConfig(4, 2, 8), 3, 6, "smooth", "nan", "uniform", (1.0, 1.0),
-                        torch.float32, 1))  # fmt: skip
-def test_matches_torch_on_organized_trees(case):
-    check(*case)
+@example(case=NAN_DECIDES, prefetch=0)
+@example(case=NAN_DECIDES, prefetch=64)
+def test_matches_torch_on_organized_trees(case, prefetch):
+    with prefetching(prefetch):
+        check(*case)
 
 
 @FEW
-@given(case=links_cases(max_bs=3, coin_kinds=["grid"]))
-def test_matches_torch_on_arbitrary_links(case):
-    check(*case)
+@given(case=links_cases(max_bs=3, coin_kinds=["grid"]), prefetch=PREFETCHES)
+def test_matches_torch_on_arbitrary_links(case, prefetch):
+    with prefetching(prefetch):
+        check(*case)
 
 
 @FEW
-@given(case=chain_cases(max_steps=5, max_bs=3, max_vocab=12, coin_kinds=["grid"]))
-def test_chain_matches_torch(case):
-    check(*case)
+@given(case=chain_cases(max_steps=5, max_bs=3, max_vocab=12, coin_kinds=["grid"]),
+       prefetch=PREFETCHES)  # fmt: skip
+def test_chain_matches_torch(case, prefetch):
+    with prefetching(prefetch):
+        check(*case)
 
 
 def test_vocabulary_wider_than_a_block():
@@ -272,17 +301,20 @@ def test_every_input_in_engine_layouts(chain, bs):
             assert not aliased_fields(got, tensors), layout
 
 
-# Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS). One program per request, a block or
-# four a load; one program per block; four blocks a load, so that 7 blocks leave the last
-# load one past the row's end; about 8 programs in all, so that a program loops over loads;
-# 32 in all, which at bs 16 gives a request 2 programs of 4 loads (of its 7 blocks) each.
+# Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, PREFETCH_N). One program per request,
+# a block or four a load; one program per block; four blocks a load, so that 7 blocks leave
+# the last load one past the row's end; about 8 programs in all, so that a program loops over
+# loads; 32 in all, which at bs 16 gives a request 2 programs of 4 loads (of its 7 blocks)
+# each; the walk's rows gathered before it starts, in either layout.
 SHAPES = {
-    "single": (False, 1, 1),
-    "single4": (False, 4, 1),
-    "split": (True, 1, 10**6),
-    "split4": (True, 4, 10**6),
-    "chunked": (True, 1, 8),
-    "chunked_split": (True, 1, 32),
+    "single": (False, 1, 1, 0),
+    "single4": (False, 4, 1, 0),
+    "split": (True, 1, 10**6, 0),
+    "split4": (True, 4, 10**6, 0),
+    "chunked": (True, 1, 8, 0),
+    "chunked_split": (True, 1, 32, 0),
+    "single_prefetch": (False, 4, 1, 64),
+    "split_prefetch": (True, 1, 10**6, 64),
 }
 SPLITS = pytest.mark.parametrize("split", list(SHAPES))
 SMALL_BLOCK = 8  # many blocks on a vocabulary the interpreter runs quickly
@@ -297,10 +329,11 @@ def launch_shape(block, split):
         vocab = args[4].shape[1]  # the target rows'
         assert options["BLOCK_V"] == min(block, power_of_2(vocab)), options
         assert options["SPLIT"] is SHAPES[split][0], options
+        assert options["PREFETCH"] is (options["BLOCK_N"] <= SHAPES[split][3]), options
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ksampling, "BLOCK_V", block)
-        knobs = ("SPLIT", "BLOCKS_PER_PROGRAM", "PROGRAMS")
+        knobs = ("SPLIT", "BLOCKS_PER_PROGRAM", "PROGRAMS", "PREFETCH_N")
         for name, value in zip(knobs, SHAPES[split], strict=True):
             patch.setattr(ksampling, name, value)
         patch.setattr(ksampling, "launch", checked_launch(ksampling, takes_shape))
@@ -375,9 +408,10 @@ def test_rejected_children_in_different_blocks(split):
         check(cfg, vt, q, u, final)
 
 
+@PREFETCH
 @pytest.mark.parametrize("thresholds", THRESHOLDS[:3])
 @pytest.mark.parametrize("links", [organized_tree, random_links], ids=["organized", "arbitrary"])
-def test_wide_trees(links, thresholds):
+def test_wide_trees(links, thresholds, prefetch):
     # N = 64: the walk's [BLOCK_N] node vectors span two warps on a GPU. Rows that agree with
     # each node's first child, so that walks go deep.
     gen = torch.Generator().manual_seed(9)
@@ -386,11 +420,13 @@ def test_wide_trees(links, thresholds):
     q = target_rows(vt, vocab, gen, "agree")
     u, final = coins(2, 64, gen, "grid")
     assert verify_sampling(cfg, vt, q, u, final).num_accepted.max() >= 2  # deep walks
-    check(cfg, vt, q, u, final, thresholds)
+    with prefetching(prefetch):
+        check(cfg, vt, q, u, final, thresholds)
 
 
+@PREFETCH
 @pytest.mark.parametrize(("coin", "accepted"), [(0.55, 1), (0.999, 0)])
-def test_looping_siblings_and_unknown_tokens(coin, accepted):
+def test_looping_siblings_and_unknown_tokens(coin, accepted, prefetch):
     # The root's children loop 1 -> 3 -> 1 -> ...; node 1's token is V, outside the
     # vocabulary (probability 0, not the next row's first entry), and node 3's has 0.3.
     # Target-only counts node 3 at each visit: 0.6 on the fourth try accepts it at coin 0.55
@@ -411,10 +447,12 @@ def test_looping_siblings_and_unknown_tokens(coin, accepted):
     want = verify_sampling(cfg, vt, q, u, final)
     assert want.num_accepted.tolist() == [accepted]
     assert final_tokens(want).tolist() == [2 if accepted else 5]
-    check(cfg, vt, q, u, final)
+    with prefetching(prefetch):
+        check(cfg, vt, q, u, final)
 
 
-def test_target_only_tries_n_children():
+@PREFETCH
+def test_target_only_tries_n_children(prefetch):
     # The root's first child is the root itself, its siblings run 0 -> 1 -> .. -> 4 -> 0: N
     # distinct nodes. Only node 4's token has mass (0.5), and coin 0.4 accepts it on the N-th
     # try, the last the walk makes; its row [0, 0, .25, .75] then draws token 3 at u = 0.5.
@@ -432,11 +470,13 @@ def test_target_only_tries_n_children():
     cfg, u, final = DraftConfig(n, 1, n), torch.full((1, n), 0.4), torch.tensor([0.5])
     want = verify_sampling(cfg, vt, q, u, final)
     assert [t.tolist() for t in want] == [[[0, 4]], [1], [1, 0, 0, 0, 3]]
-    check(cfg, vt, q, u, final)
+    with prefetching(prefetch):
+        check(cfg, vt, q, u, final)
 
 
+@PREFETCH
 @pytest.mark.parametrize("coin", [0.0, 0.5], ids=["accepted", "rejected"])
-def test_tokens_beyond_32_bits(coin):
+def test_tokens_beyond_32_bits(coin, prefetch):
     # Tokens anywhere in int64 (outside the vocabulary: probability 0), which the walk's
     # picks must move whole. Coin 0 accepts each first child, so predicts holds them; 0.5
     # rejects the root's children, whose tokens then leave no entry of the row.
@@ -449,7 +489,8 @@ def test_tokens_beyond_32_bits(coin):
     want = verify_sampling(cfg, vt, q, u, final)
     assert (want.num_accepted > 0).all() if coin == 0 else (want.num_accepted == 0).all()
     assert (want.predicts.abs() > 2**32).any() == (coin == 0)
-    check(cfg, vt, q, u, final)
+    with prefetching(prefetch):
+        check(cfg, vt, q, u, final)
 
 
 @SPLITS

@@ -174,7 +174,7 @@ def greedy_variants():
 
 
 def sampling_variants():
-    def launch(cfg, vocab, dtype, p_dtype=None, coin_dtype=torch.float32, split=None):
+    def launch(cfg, vocab, dtype, p_dtype=None, coin_dtype=torch.float32, split=None, prefetch=0):
         from eagle_fn import sampling
         from eagle_fn.kernels import sampling as fused
 
@@ -185,12 +185,13 @@ def sampling_variants():
         final = torch.zeros(BS, dtype=coin_dtype)  # [bs]
         vt = verify_tree(cfg)[2]
         args = sampling.sampling_args(cfg, vt, q, coins, final, draft_probs=p)
-        default = fused.SPLIT  # split=None: the launch code's own choice
-        fused.SPLIT = default if split is None else split
+        default = fused.SPLIT, fused.PREFETCH_N  # split=None: the launch code's own choice
+        fused.SPLIT = default[0] if split is None else split
+        fused.PREFETCH_N = prefetch
         try:
             fused.sampling_core(*args)
         finally:
-            fused.SPLIT = default
+            fused.SPLIT, fused.PREFETCH_N = default
 
     for dtype in DTYPES:  # target-only on a tree; with draft probabilities on a chain
         name = f"{label(SMALL)} V32000 {dtype_name(dtype)}"
@@ -208,6 +209,12 @@ def sampling_variants():
         yield name, True, partial(launch, LARGE, 128256, torch.float32, split=split)
         name = f"verify sampling draft {shape} {label(CHAIN)} V32000 float32"
         yield name, False, partial(launch, CHAIN, 32000, torch.float32, torch.float32, split=split)
+    # The walk's rows prefetched (PREFETCH_N): a [BLOCK_N, BLOCK_N] table, 2 warps wide at N 64.
+    for cfg, vocab in ((SMALL, 128256), (LARGE, 128256)):
+        name = f"verify sampling prefetched {label(cfg)} V{vocab} float32"
+        yield name, True, partial(launch, cfg, vocab, torch.float32, prefetch=64)
+    name = f"verify sampling draft prefetched {label(CHAIN)} V32000 float32"
+    yield name, True, partial(launch, CHAIN, 32000, torch.float32, torch.float32, prefetch=64)
 
 
 # Batch sizes whose launches must share one compile: ints equal to 1, divisible by 16 or

@@ -24,7 +24,7 @@ def verify_sampling_kernel(
     num_ptr, predicts_ptr, sums_ptr, arrivals_ptr, n, vocab, q_stride, p_stride, num_steps,
     total_nodes, parts, chunks, threshold_single, threshold_acc, HAS_DRAFT: tl.constexpr,
     WIDE: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr,
-    MAX_BLOCKS: tl.constexpr, PER_PROGRAM: tl.constexpr,
+    MAX_BLOCKS: tl.constexpr, PER_PROGRAM: tl.constexpr, PREFETCH: tl.constexpr,
 ):  # fmt: skip
     """``parts`` programs per request, each with the bounded walk; then the final draw.
 
@@ -40,7 +40,7 @@ def verify_sampling_kernel(
     cur, last, rejected, drop = walk(
         tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
         num_ptr, predicts_ptr, row, base, n, vocab, q_stride, p_stride, num_steps, total_nodes,
-        threshold_single, threshold_acc, part, HAS_DRAFT, WIDE, BLOCK_N,
+        threshold_single, threshold_acc, part, HAS_DRAFT, WIDE, BLOCK_N, PREFETCH,
     )  # fmt: skip
     coin = widen(tl.load(final_ptr + row), WIDE).to(tl.float64)
     # From here on q_ptr and p_ptr point at the final row (rows lie any stride apart).

@@ -25,14 +25,17 @@ from ._kernels_verify import end_outside
 def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, accept_ptr,
          num_ptr, predicts_ptr, row, base, n, vocab, q_stride, p_stride, num_steps, total_nodes,
          threshold_single, threshold_acc, part, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
-         BLOCK_N: tl.constexpr):  # fmt: skip
+         BLOCK_N: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
     """The bounded walk from the root, its outputs stored by part 0: the last accepted
     node, its flat index, how many of its children were tried, all rejected (0 unless a
     level accepted nothing: after S acceptances, or at a leaf, nothing is removed), and
-    their tokens (``[BLOCK_N]``, -1 past them)."""
+    their tokens (``[BLOCK_N]``, -1 past them). ``PREFETCH``: the levels pick their rows from
+    tables loaded before the walk (``_tables``), which then waits on memory once, not a level."""
     write = part == 0
     nodes = _nodes(tokens_ptr, index_ptr, next_ptr, sibling_ptr, coins_ptr, base, n, WIDE,
                    BLOCK_N)  # fmt: skip
+    tables = _tables(q_ptr, p_ptr, base, nodes, n, vocab, q_stride, p_stride, HAS_DRAFT, WIDE,
+                     PREFETCH)  # fmt: skip
     last = tl.load(index_ptr + base)  # [] flat index of the last accepted node
     _clear(predicts_ptr, base, n, part, BLOCK_N)
     tl.store(accept_ptr + row * (num_steps + 1), last, mask=write)
@@ -42,9 +45,9 @@ def walk(tokens_ptr, index_ptr, next_ptr, sibling_ptr, q_ptr, p_ptr, coins_ptr, 
     rejected = row * 0
     dropped = tl.full([BLOCK_N], -1, tl.int64)  # [BLOCK_N]
     for level in range(num_steps):
-        chosen, tried, tokens = _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, q_stride,
-                                       p_stride, threshold_single, threshold_acc, HAS_DRAFT, WIDE,
-                                       BLOCK_N)  # fmt: skip
+        chosen, tried, tokens = _level(nodes, tables, q_ptr, p_ptr, base, cur, alive, n, vocab,
+                                       q_stride, p_stride, threshold_single, threshold_acc,
+                                       HAS_DRAFT, WIDE, BLOCK_N, PREFETCH)  # fmt: skip
         accepted = alive & (chosen >= 0)
         slot = own_slot(last, base, n, total_nodes)
         tl.store(predicts_ptr + slot, _pick(nodes[0], chosen),
@@ -98,17 +101,21 @@ def _nodes(tokens_ptr, index_ptr, next_ptr, sibling_ptr, coins_ptr, base, n,
 
 
 @triton.jit
-def _level(nodes, q_ptr, p_ptr, base, cur, alive, n, vocab, q_stride, p_stride,
+def _level(nodes, tables, q_ptr, p_ptr, base, cur, alive, n, vocab, q_stride, p_stride,
            threshold_single, threshold_acc, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr,
-           BLOCK_N: tl.constexpr):  # fmt: skip
+           BLOCK_N: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
     """Node ``cur``'s children in link order (at most N; only the first with a draft): the
     accepted child (-1 if none), how many children were tried and their tokens (``[BLOCK_N]``,
     -1 past them), which the final row loses if none is accepted.
     """
     tokens, _, first, sibling, coins = nodes
-    # The current node's rows, of the target and the draft: rows lie any stride apart.
-    q, p = _gather(q_ptr + (base + cur) * q_stride, p_ptr + (base + cur) * p_stride, tokens,
-                   tl.where(alive, n, 0), vocab, HAS_DRAFT, WIDE)  # [BLOCK_N] each  # fmt: skip
+    if PREFETCH:
+        q = _row(tables[0], cur)  # [BLOCK_N]
+        p = _row(tables[1], cur) if HAS_DRAFT else q  # [BLOCK_N]
+    else:
+        # The current node's rows, of the target and the draft: rows lie any stride apart.
+        q, p = _gather(q_ptr + (base + cur) * q_stride, p_ptr + (base + cur) * p_stride,
+                       tokens, tl.where(alive, n, 0), vocab, HAS_DRAFT, WIDE)  # fmt: skip
     dtype = tl.float64 if WIDE else tl.float32
     coin = _pick(coins, cur)
     child = tl.where(alive, _pick(first, cur), -1)  # []
@@ -147,6 +154,37 @@ def _gather(q_ptr, p_ptr, tokens, live, vocab, HAS_DRAFT: tl.constexpr,
     if HAS_DRAFT:
         p = widen(tl.load(p_ptr + tokens, mask=known, other=0.0), WIDE)  # [BLOCK_N]
     return q, p
+
+
+@triton.jit
+def _tables(q_ptr, p_ptr, base, nodes, n, vocab, q_stride, p_stride, HAS_DRAFT: tl.constexpr,
+            WIDE: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
+    """``PREFETCH``: the target (and draft) probability of every node's token in every node's
+    row (``[BLOCK_N, BLOCK_N]`` each, node ``j``'s row ``j``, float32 or float64 for
+    ``WIDE``), independent loads; tokens outside the vocabulary read 0, as in ``_gather``.
+    Otherwise unread placeholders."""
+    q = nodes[4]
+    p = q
+    if PREFETCH:  # one return: Triton matches every return's type, even past a constexpr test
+        tokens = nodes[0]
+        slots = tl.arange(0, tokens.shape[0])  # [BLOCK_N]
+        known = (slots < n) & (tokens >= 0) & (tokens < vocab)  # [BLOCK_N]
+        rows = (base + slots)[:, None]  # [BLOCK_N, 1]
+        mask = (slots < n)[:, None] & known[None, :]  # [BLOCK_N, BLOCK_N]
+        q = widen(tl.load(q_ptr + rows * q_stride + tokens[None, :], mask=mask, other=0.0), WIDE)
+        p = q
+        if HAS_DRAFT:
+            p = tl.load(p_ptr + rows * p_stride + tokens[None, :], mask=mask, other=0.0)
+            p = widen(p, WIDE)  # [BLOCK_N, BLOCK_N]
+    return q, p
+
+
+@triton.jit
+def _row(table, at):
+    """``table[at]`` (``[BLOCK_N]``) for ``at`` in ``[0, BLOCK_N)``, bit for bit: a gather."""
+    size: tl.constexpr = table.shape[1]
+    index = tl.full([1, size], 0, tl.int32) + at.to(tl.int32)  # [1, BLOCK_N]
+    return tl.reshape(tl.gather(table, index, 0), [size])  # [BLOCK_N]
 
 
 @triton.jit

@@ -51,6 +51,11 @@ MAXNREG: int | None = 128
 SPLIT = True
 BLOCKS_PER_PROGRAM = 2  # a power of 2
 PROGRAMS = 512
+# Up to this many nodes (BLOCK_N, a power of 2), the walk gathers every node's row at every
+# node's token before it starts, BLOCK_N ** 2 loads in flight together, instead of one
+# gather a level that waits on the level before: 0 turns it off. Not yet timed on a GPU
+# (bench/sweep_sampling.py times both), hence off.
+PREFETCH_N = 0
 
 
 def _sample(cfg: DraftConfig, verify_tree: VerifyTree, q: Tensor, *args: Any) -> GreedyVerdict:
@@ -105,6 +110,7 @@ def _verify_sampling(
         BLOCK_V=block,
         MAX_BLOCKS=max_blocks,
         PER_PROGRAM=per_program,
+        PREFETCH=power_of_2(n) <= PREFETCH_N,
         num_warps=NUM_WARPS,
         **({} if MAXNREG is None else {"maxnreg": MAXNREG}),
     )  # fmt: skip
