@@ -4,6 +4,9 @@ Each figure is measured the way a serving engine pays for it:
 
 - ``host_us``: calls issued back to back and synchronized only at the two ends, so the
   figure is whichever is slower per call, the host issuing launches or the GPU running them;
+  the garbage collector is off while they run, as ``timeit`` has it: a benchmark process
+  holds many objects, and a full collection landing in a loop times the process, not the
+  call;
 - ``graph_us``: one call captured into a ``torch.cuda.CUDAGraph`` and replayed, timed with
   CUDA events: the GPU time of the call with every host cost removed;
 - ``kernels``: kernels of one call in ``torch.profiler``'s device events (copies and memsets
@@ -15,9 +18,11 @@ classification, error capture) is checked on the CPU by ``bench/test_gpu.py``.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import torch
@@ -50,18 +55,31 @@ def host_us(
     clock: Callable[[], float] = time.perf_counter,
 ) -> float:
     """Median over ``repeat`` loops of µs per call; each loop of ``calls`` calls is bracketed by
-    ``sync()`` and never synchronized inside."""
+    ``sync()`` and never synchronized inside, with the garbage collector off."""
     for _ in range(warmup):
         fn(*args)
     loops = []
-    for _ in range(repeat):
-        sync()
-        start = clock()
-        for _ in range(calls):
-            fn(*args)
-        sync()
-        loops.append((clock() - start) / calls * 1e6)
+    with collector_off():
+        for _ in range(repeat):
+            sync()
+            start = clock()
+            for _ in range(calls):
+                fn(*args)
+            sync()
+            loops.append((clock() - start) / calls * 1e6)
     return statistics.median(loops)
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """Python's garbage collector off inside (unless it already was), as before."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def graph_replay_us(

@@ -42,6 +42,22 @@ def test_host_us_is_the_per_call_time_of_loops_synced_at_their_ends():
     assert syncs == [2, 10, 10, 18, 18, 26]
 
 
+@pytest.mark.parametrize("enabled", [True, False], ids=["on", "off"])
+def test_host_us_times_its_loops_with_the_collector_off(enabled):
+    import gc
+
+    seen = []
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        gpu.host_us(lambda: seen.append(gc.isenabled()), (), sync=lambda: None, calls=2,
+                    repeat=2, warmup=1)  # fmt: skip
+        assert seen == [enabled, False, False, False, False]  # the warm-up as it was
+        assert gc.isenabled() is enabled  # restored
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
 def test_host_us_is_the_median_loop():
     clock = FakeClock(1e-6)
     steps = iter([1e-6] * 2 + [1e-6] * 4 + [2e-6] * 4 + [9e-6] * 4)  # warm-up, then 3 loops
