@@ -86,6 +86,18 @@ def main() -> None:
             except Exception as error:  # one shape's failure keeps the others' rows (one GPU run)
                 print(f"| {vocab} | {cells} | failed: {type(error).__name__}: {error} |")
     set_shape(default)
+    print()
+    print(baselines(device))
+
+
+def baselines(device: torch.device) -> str:
+    """What a split launch spends beside its kernel, as replays of their own: the zero fill
+    of its arrival counters (bs int32), and an empty captured call (the method's floor). One
+    launch instead of two would save about their difference."""
+    bs = TREE_TARGET.bs
+    fill = graph_replay_us(lambda: torch.zeros(bs, dtype=torch.int32, device=device), ())
+    floor = graph_replay_us(lambda: None, ())
+    return f"the arrival counters' zero fill alone: {fill:.2f} µs; an empty call: {floor:.2f} µs"
 
 
 def measure(shape: tuple[object, ...], args: tuple[Any, ...], want: Any) -> str:

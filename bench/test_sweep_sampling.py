@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("triton")
 
@@ -29,9 +30,12 @@ def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, c
         return "1.00 | True | True"
 
     monkeypatch.setattr(sweep_sampling, "measure", measure)
+    monkeypatch.setattr(sweep_sampling, "baselines", lambda device: "baselines")
     default = tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS)
     sweep_sampling.main()
-    rows = capsys.readouterr().out.splitlines()[2:]
+    table, after = capsys.readouterr().out.split("\n\n")
+    assert after == "baselines\n"
+    rows = table.splitlines()[2:]
     assert len(rows) == len(sweep_sampling.SHAPES)
     cells = " | ".join(str(x) for x in broken)
     assert rows[1] == f"| 32000 | {cells} | failed: RuntimeError: out of resources |"
@@ -78,3 +82,21 @@ def test_help_describes_the_sweep_without_running_it():
     assert done.returncode == 0, done.stderr
     assert "launch shapes on a GPU" in done.stdout
     assert "| V |" not in done.stdout  # no table: nothing was measured
+
+
+def test_baselines_time_the_fill_and_an_empty_call(monkeypatch):
+    import sweep_sampling
+
+    captured = []
+
+    def replay(fn, args):
+        captured.append(fn(*args))
+        return 1.25 * len(captured)
+
+    monkeypatch.setattr(sweep_sampling, "graph_replay_us", replay)
+    line = sweep_sampling.baselines(torch.device("cpu"))
+    fill, empty = captured
+    assert fill.dtype == torch.int32
+    assert fill.tolist() == [0] * sweep_sampling.TREE_TARGET.bs
+    assert empty is None
+    assert line == "the arrival counters' zero fill alone: 1.25 µs; an empty call: 2.50 µs"
