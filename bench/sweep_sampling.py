@@ -6,7 +6,7 @@ Run from the repository root on a CUDA machine (``bench/gpu_check.sh`` does)::
 
 For each vocabulary of ``bench_sampling.py`` and each launch shape (split or single program
 per request, blocks per program, or per load of a single program, programs, block width,
-warps, register cap, the walk's prefetch) it prints the CUDA-graph
+warps, register cap, the walk's prefetch, pipelined chunk loads) it prints the CUDA-graph
 replay µs, whether the tokens equal the torch function's on the bench's inputs (smooth rows:
 a False can be a rounding tie at a block boundary, not a bug) and whether 20 repeated calls
 agree with the first (a race between a row's programs would break that).
@@ -25,28 +25,35 @@ from cases import TREE_TARGET, VOCABS
 from eagle_fn.kernels import sampling as kernel
 from gpu import graph_replay_us
 
-# SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS, MAXNREG, PREFETCH_N
+# SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS, MAXNREG, PREFETCH_N, STAGES
 SHAPES = [
-    (False, 1, 1, 4096, 8, None, 0),
-    (False, 4, 1, 4096, 8, None, 0),  # one launch, several blocks' loads in flight
-    (False, 4, 1, 4096, 16, None, 0),
-    (False, 8, 1, 4096, 16, None, 0),
-    (True, 2, 512, 4096, 8, None, 0),
-    (True, 1, 1024, 4096, 8, None, 0),
-    (True, 4, 256, 4096, 8, None, 0),
-    (True, 2, 512, 4096, 4, None, 0),
-    (True, 2, 1024, 2048, 8, None, 0),
+    (False, 1, 1, 4096, 8, None, 0, 1),
+    (False, 4, 1, 4096, 8, None, 0, 1),  # one launch, several blocks' loads in flight
+    (False, 4, 1, 4096, 16, None, 0, 1),
+    (False, 8, 1, 4096, 16, None, 0, 1),
+    (True, 2, 512, 4096, 8, None, 0, 1),
+    (True, 1, 1024, 4096, 8, None, 0, 1),
+    (True, 4, 256, 4096, 8, None, 0, 1),
+    (True, 2, 512, 4096, 4, None, 0, 1),
+    (True, 2, 1024, 2048, 8, None, 0, 1),
     # 128 registers a thread: two 8-warp programs an SM instead of one. Triton 3.6 gives the
     # default shape 220 at V 32000 (159 at V 128256); at 128 the 8-warp split shapes spill
     # nothing, the other two about 0.5 KB a thread (docs/sampling.md).
-    (False, 4, 1, 4096, 8, 128, 0),
-    (True, 2, 512, 4096, 8, 128, 0),
-    (True, 1, 1024, 4096, 8, 128, 0),
-    (True, 2, 512, 4096, 4, 128, 0),
+    (False, 4, 1, 4096, 8, 128, 0, 1),
+    (True, 2, 512, 4096, 8, 128, 0, 1),
+    (True, 1, 1024, 4096, 8, 128, 0, 1),
+    (True, 2, 512, 4096, 4, 128, 0, 1),
     # The walk's rows gathered before it (N 16: 256 loads at once), not one gather a level.
-    (False, 4, 1, 4096, 8, 128, 64),
-    (True, 2, 512, 4096, 8, 128, 64),
-    (True, 2, 512, 4096, 4, 128, 64),
+    (False, 4, 1, 4096, 8, 128, 64, 1),
+    (True, 2, 512, 4096, 8, 128, 64, 1),
+    (True, 2, 512, 4096, 4, 128, 64, 1),
+    # Chunk loads pipelined through shared memory: one program a request keeps 2 or 3 chunks
+    # in flight (one launch, no counters); or 4 programs a request, 4 chunks each.
+    (False, 2, 1, 4096, 8, 128, 64, 3),
+    (False, 2, 1, 4096, 8, 128, 64, 4),
+    (False, 1, 1, 4096, 8, 128, 64, 4),
+    (False, 2, 1, 4096, 4, 128, 64, 3),
+    (True, 2, 128, 4096, 8, 128, 64, 3),
 ]
 KNOBS = (
     "SPLIT",
@@ -56,6 +63,7 @@ KNOBS = (
     "NUM_WARPS",
     "MAXNREG",
     "PREFETCH_N",
+    "STAGES",
 )
 
 
@@ -72,7 +80,7 @@ def main() -> None:
     device = torch.device("cuda")
     default = tuple(getattr(kernel, name) for name in KNOBS)
     columns = ["V", "split", "blocks/program", "programs", "BLOCK_V", "warps", "maxnreg"]
-    columns += ["prefetch N"]
+    columns += ["prefetch N", "stages"]
     columns += ["replay µs", "equal", "stable"]
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))

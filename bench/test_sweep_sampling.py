@@ -61,7 +61,7 @@ def test_a_shape_is_measured_with_its_knobs_set(monkeypatch):
     case = TREE_TARGET.at_bs(2)  # its draft tokens lie below 32000
     args = (case.config, *sampling_inputs(case, 32000, "cpu"))
     want = sweep_sampling.eagle_fn.verify_sampling(*args)
-    shape = (False, 4, 1, 4096, 4, None, 64)  # the walk prefetched: N 16 is within 64
+    shape = (False, 4, 1, 4096, 4, None, 64, 3)  # prefetched walk (N 16 <= 64), pipelined
     with monkeypatch.context() as patch:
         for name in sweep_sampling.KNOBS:  # restored after: measure leaves the shape set
             patch.setattr(sweep_sampling.kernel, name, getattr(sweep_sampling.kernel, name))

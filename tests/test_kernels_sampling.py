@@ -301,20 +301,23 @@ def test_every_input_in_engine_layouts(chain, bs):
             assert not aliased_fields(got, tensors), layout
 
 
-# Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, PREFETCH_N). One program per request,
-# a block or four a load; one program per block; four blocks a load, so that 7 blocks leave
-# the last load one past the row's end; about 8 programs in all, so that a program loops over
-# loads; 32 in all, which at bs 16 gives a request 2 programs of 4 loads (of its 7 blocks)
-# each; the walk's rows gathered before it starts, in either layout.
+# Launch shapes: (SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, PREFETCH_N, STAGES). One program per
+# request, a block or four a load; one program per block; four blocks a load, so that 7
+# blocks leave the last load one past the row's end; about 8 programs in all, so that a
+# program loops over loads; 32 in all, which at bs 16 gives a request 2 programs of 4 loads
+# (of its 7 blocks) each; the walk's rows gathered before it starts, in either layout; chunk
+# loads pipelined (a GPU's compile only: the interpreter runs the loop as it is).
 SHAPES = {
-    "single": (False, 1, 1, 0),
-    "single4": (False, 4, 1, 0),
-    "split": (True, 1, 10**6, 0),
-    "split4": (True, 4, 10**6, 0),
-    "chunked": (True, 1, 8, 0),
-    "chunked_split": (True, 1, 32, 0),
-    "single_prefetch": (False, 4, 1, 64),
-    "split_prefetch": (True, 1, 10**6, 64),
+    "single": (False, 1, 1, 0, 1),
+    "single4": (False, 4, 1, 0, 1),
+    "split": (True, 1, 10**6, 0, 1),
+    "split4": (True, 4, 10**6, 0, 1),
+    "chunked": (True, 1, 8, 0, 1),
+    "chunked_split": (True, 1, 32, 0, 1),
+    "single_prefetch": (False, 4, 1, 64, 1),
+    "split_prefetch": (True, 1, 10**6, 64, 1),
+    "single_pipelined": (False, 1, 1, 64, 3),
+    "chunked_pipelined": (True, 1, 8, 0, 2),
 }
 SPLITS = pytest.mark.parametrize("split", list(SHAPES))
 SMALL_BLOCK = 8  # many blocks on a vocabulary the interpreter runs quickly
@@ -330,10 +333,11 @@ def launch_shape(block, split):
         assert options["BLOCK_V"] == min(block, power_of_2(vocab)), options
         assert options["SPLIT"] is SHAPES[split][0], options
         assert options["PREFETCH"] is (options["BLOCK_N"] <= SHAPES[split][3]), options
+        assert options["STAGES"] == SHAPES[split][4], options
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ksampling, "BLOCK_V", block)
-        knobs = ("SPLIT", "BLOCKS_PER_PROGRAM", "PROGRAMS", "PREFETCH_N")
+        knobs = ("SPLIT", "BLOCKS_PER_PROGRAM", "PROGRAMS", "PREFETCH_N", "STAGES")
         for name, value in zip(knobs, SHAPES[split], strict=True):
             patch.setattr(ksampling, name, value)
         patch.setattr(ksampling, "launch", checked_launch(ksampling, takes_shape))
@@ -761,9 +765,12 @@ def test_each_public_call_dispatches_one_op(chain):
 )
 def test_default_launch_shape(bs, vocab, block, parts, chunks):
     # docs/sampling.md: blocks of 4096 entries; bs 32 at V 128256 gets 16 programs of 8 warps
-    # a request, one chunk of two blocks each; bs 256 two a request, 8 chunks each.
+    # a request, one chunk of two blocks each; bs 256 two a request, 8 chunks each. The walk
+    # gathers a level at a time and chunks load as they are summed until a GPU run says
+    # otherwise.
     knobs = ksampling.SPLIT, ksampling.BLOCKS_PER_PROGRAM, ksampling.PROGRAMS, ksampling.NUM_WARPS
     assert knobs == (True, 2, 512, 8)
+    assert (ksampling.PREFETCH_N, ksampling.STAGES) == (0, 1)
     got = ksampling._launch_shape(bs, vocab)
     assert (got[0], got[3], got[4]) == (block, parts, chunks)
 

@@ -174,7 +174,8 @@ def greedy_variants():
 
 
 def sampling_variants():
-    def launch(cfg, vocab, dtype, p_dtype=None, coin_dtype=torch.float32, split=None, prefetch=0):
+    def launch(cfg, vocab, dtype, p_dtype=None, coin_dtype=torch.float32, split=None, prefetch=0,
+               stages=1):  # fmt: skip
         from eagle_fn import sampling
         from eagle_fn.kernels import sampling as fused
 
@@ -185,13 +186,13 @@ def sampling_variants():
         final = torch.zeros(BS, dtype=coin_dtype)  # [bs]
         vt = verify_tree(cfg)[2]
         args = sampling.sampling_args(cfg, vt, q, coins, final, draft_probs=p)
-        default = fused.SPLIT, fused.PREFETCH_N  # split=None: the launch code's own choice
+        default = fused.SPLIT, fused.PREFETCH_N, fused.STAGES  # split=None: the default's
         fused.SPLIT = default[0] if split is None else split
-        fused.PREFETCH_N = prefetch
+        fused.PREFETCH_N, fused.STAGES = prefetch, stages
         try:
             fused.sampling_core(*args)
         finally:
-            fused.SPLIT, fused.PREFETCH_N = default
+            fused.SPLIT, fused.PREFETCH_N, fused.STAGES = default
 
     for dtype in DTYPES:  # target-only on a tree; with draft probabilities on a chain
         name = f"{label(SMALL)} V32000 {dtype_name(dtype)}"
@@ -215,6 +216,12 @@ def sampling_variants():
         yield name, True, partial(launch, cfg, vocab, torch.float32, prefetch=64)
     name = f"verify sampling draft prefetched {label(CHAIN)} V32000 float32"
     yield name, True, partial(launch, CHAIN, 32000, torch.float32, torch.float32, prefetch=64)
+    # Chunk loads pipelined through shared memory (STAGES), one program a request.
+    name = f"verify sampling single pipelined {label(SMALL)} V128256 float32"
+    yield name, True, partial(launch, SMALL, 128256, torch.float32, split=False, stages=3)
+    name = f"verify sampling draft single pipelined {label(CHAIN)} V32000 bfloat16"
+    yield name, False, partial(launch, CHAIN, 32000, torch.bfloat16, torch.bfloat16, split=False,
+                               stages=3)  # fmt: skip
 
 
 # Batch sizes whose launches must share one compile: ints equal to 1, divisible by 16 or

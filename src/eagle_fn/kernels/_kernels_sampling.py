@@ -25,6 +25,7 @@ def verify_sampling_kernel(
     total_nodes, parts, chunks, threshold_single, threshold_acc, HAS_DRAFT: tl.constexpr,
     WIDE: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr,
     MAX_BLOCKS: tl.constexpr, PER_PROGRAM: tl.constexpr, PREFETCH: tl.constexpr,
+    STAGES: tl.constexpr,
 ):  # fmt: skip
     """``parts`` programs per request, each with the bounded walk; then the final draw.
 
@@ -50,7 +51,7 @@ def verify_sampling_kernel(
     slot = own_slot(last, base, n, total_nodes)
     num_blocks = tl.cdiv(vocab, BLOCK_V)
     _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, rejected, drop, vocab,
-                num_blocks, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS, PER_PROGRAM)  # fmt: skip
+                num_blocks, HAS_DRAFT, WIDE, BLOCK_V, MAX_BLOCKS, PER_PROGRAM, STAGES)  # fmt: skip
     _draw_last_arrival(q_ptr, p_ptr, predicts_ptr, sums_ptr, arrivals_ptr, row, parts,
                        rejected, drop, coin, slot, total_nodes, vocab, blocks, num_blocks,
                        HAS_DRAFT, WIDE, SPLIT, BLOCK_V, MAX_BLOCKS)  # fmt: skip
@@ -59,10 +60,12 @@ def verify_sampling_kernel(
 @triton.jit
 def _sum_chunks(q_ptr, p_ptr, sums_ptr, row, part, chunks, rejected, drop, vocab,
                 num_blocks, HAS_DRAFT: tl.constexpr, WIDE: tl.constexpr, BLOCK_V: tl.constexpr,
-                MAX_BLOCKS: tl.constexpr, PER_PROGRAM: tl.constexpr):  # fmt: skip
+                MAX_BLOCKS: tl.constexpr, PER_PROGRAM: tl.constexpr,
+                STAGES: tl.constexpr):  # fmt: skip
     """Program ``part``'s share of the final row, each block's float64 sum stored into the
-    request's ``sums``."""
-    for c in range(chunks):
+    request's ``sums``. ``STAGES > 1`` pipelines the chunks' loads: Triton copies the next
+    ``STAGES - 1`` chunks into shared memory (``cp.async``) while one is summed."""
+    for c in tl.range(chunks, num_stages=STAGES):
         # One load a chunk, so that its blocks' loads are in flight together.
         chunk = part * chunks + c
         mass, _ = _final_mass(q_ptr, p_ptr, rejected, drop,

@@ -56,6 +56,11 @@ PROGRAMS = 512
 # gather a level that waits on the level before: 0 turns it off. Not yet timed on a GPU
 # (bench/sweep_sampling.py times both), hence off.
 PREFETCH_N = 0
+# Chunks whose loads a program keeps in flight while it sums one (Triton's software pipeline,
+# through shared memory: STAGES * BLOCKS_PER_PROGRAM * BLOCK_V entries); 1 loads each chunk
+# when it sums it. Only a program with several chunks (one program a request, or a large
+# batch) gains. Not yet timed on a GPU (bench/sweep_sampling.py times it), hence 1.
+STAGES = 1
 
 
 def _sample(cfg: DraftConfig, verify_tree: VerifyTree, q: Tensor, *args: Any) -> GreedyVerdict:
@@ -103,18 +108,28 @@ def _verify_sampling(
         accept_index, num_accepted, predicts, sums, arrivals,
         n, vocab, q.stride(0), p.stride(0), num_steps, bs * n, parts, chunks, threshold_single,
         threshold_acc,
-        HAS_DRAFT=has_draft,
-        WIDE=compute_dtype(target_probs.dtype) == torch.float64,
-        SPLIT=SPLIT,
-        BLOCK_N=power_of_2(n),
-        BLOCK_V=block,
-        MAX_BLOCKS=max_blocks,
-        PER_PROGRAM=per_program,
-        PREFETCH=power_of_2(n) <= PREFETCH_N,
-        num_warps=NUM_WARPS,
-        **({} if MAXNREG is None else {"maxnreg": MAXNREG}),
+        **_constants(n, has_draft, target_probs.dtype, block, max_blocks, per_program),
     )  # fmt: skip
     return accept_index, num_accepted, predicts
+
+
+def _constants(
+    n: int, has_draft: bool, dtype: torch.dtype, block: int, max_blocks: int, per_program: int
+) -> dict[str, Any]:
+    """The launch's compile-time constants and options, the module's knobs among them."""
+    return {
+        "HAS_DRAFT": has_draft,
+        "WIDE": compute_dtype(dtype) == torch.float64,
+        "SPLIT": SPLIT,
+        "BLOCK_N": power_of_2(n),
+        "BLOCK_V": block,
+        "MAX_BLOCKS": max_blocks,
+        "PER_PROGRAM": per_program,
+        "PREFETCH": power_of_2(n) <= PREFETCH_N,
+        "STAGES": STAGES,
+        "num_warps": NUM_WARPS,
+        **({} if MAXNREG is None else {"maxnreg": MAXNREG}),
+    }
 
 
 def _launch_shape(bs: Any, vocab: int) -> tuple[int, int, int, Any, Any]:
