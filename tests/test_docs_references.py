@@ -126,6 +126,7 @@ FOREIGN_HEADS = {
     "add": "a PTX instruction",
     "mul": "a PTX instruction",
     "div": "a PTX instruction",
+    "cp": "a PTX instruction (cp.async)",
     "HFMA2": "a SASS instruction",
     "M": "an example enum in docs/kernels.md",
     "tree": "the argument a contract message names (tree.parent_list)",
