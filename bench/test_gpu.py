@@ -70,6 +70,19 @@ def test_host_us_is_the_median_loop():
     assert us == pytest.approx(2.0)  # the loops' median; their mean is 4
 
 
+def test_host_loops_us_gives_each_loop():
+    clock = FakeClock(1e-6)
+    steps = iter([1e-6] * 2 + [1e-6] * 4 + [2e-6] * 4 + [9e-6] * 4)  # warm-up, then 3 loops
+
+    def call():
+        clock.step = next(steps)
+        clock.call()
+
+    loops = gpu.host_loops_us(call, (), sync=lambda: None, calls=4, repeat=3, warmup=2,
+                              clock=clock)  # fmt: skip
+    assert loops == pytest.approx([1.0, 2.0, 9.0])
+
+
 def test_cuda_synchronize_waits_for_that_device(monkeypatch):
     seen = []
     monkeypatch.setattr(torch.cuda, "synchronize", seen.append)
@@ -78,11 +91,24 @@ def test_cuda_synchronize_waits_for_that_device(monkeypatch):
 
 
 def test_cuda_figures_gather_host_launches_and_replay(monkeypatch):
-    monkeypatch.setattr(gpu, "host_us", lambda fn, args, sync: 3.0)
+    monkeypatch.setattr(gpu, "host_loops_us", lambda fn, args, sync: [3.0, 1.5, 9.0])
     monkeypatch.setattr(gpu, "launches_per_call", lambda fn, args: gpu.DeviceCounts(4, 1))
     monkeypatch.setattr(gpu, "graph_replay_us", lambda fn, args: 2.0)
     figures = gpu.cuda_figures(lambda: None, ())
-    assert figures == {"host_us": 3.0, "kernels": 4, "copies": 1, "graph_us": 2.0}
+    want = {"host_us": 3.0, "host_min_us": 1.5, "kernels": 4, "copies": 1, "graph_us": 2.0}
+    assert figures == want
+
+
+def test_cuda_figures_keep_a_host_error(monkeypatch):
+    def broken(fn, args, sync):
+        raise RuntimeError("no GPU")
+
+    monkeypatch.setattr(gpu, "host_loops_us", broken)
+    monkeypatch.setattr(gpu, "launches_per_call", lambda fn, args: gpu.DeviceCounts(4, 1))
+    monkeypatch.setattr(gpu, "graph_replay_us", lambda fn, args: 2.0)
+    figures = gpu.cuda_figures(lambda: None, ())
+    assert figures == {"host_us_error": "RuntimeError: no GPU", "kernels": 4, "copies": 1,
+                       "graph_us": 2.0}  # fmt: skip
 
 
 def event(name, device_type):

@@ -11,11 +11,11 @@ from test_report import bench, write_run
 SMALL_SELECT, LARGE_SELECT = targets.SELECT_TARGET, targets.SELECT_LARGE
 
 
-def row(path, case, graph_us, *, backend="triton", kernels=1, host_us=40.0):
-    """An eager row on CUDA of ``path`` at ``case``."""
+def row(path, case, graph_us, *, backend="triton", kernels=1, host_us=40.0, **extra):
+    """An eager row on CUDA of ``path`` at ``case``; ``extra`` figures added."""
     shape = {"bs": case.bs, "num_steps": case.num_steps, "topk": case.topk}
     shape["num_draft_tokens"] = case.num_draft_tokens
-    figures = {"graph_us": graph_us, "host_us": host_us, "kernels": kernels}
+    figures = {"graph_us": graph_us, "host_us": host_us, "kernels": kernels, **extra}
     return bench(path, 60.0, device="cuda", backend=backend, **shape, **figures)
 
 
@@ -68,6 +68,18 @@ def test_a_run_meeting_the_targets(tmp_path):
     assert entry(found, "`verify_sampling`, V 3200") == ("1 launch, 4.00 µs", "**not met**")
     assert entry(found, "`verify_sampling`, V 1282") == ("1 launch, 7.50 µs", "met")
     assert lines[-1] == "targets: 5 met, 1 not met, 0 not measured"
+
+
+def test_the_host_row_shows_each_fastest_loop_the_run_has(tmp_path):
+    # The bound is on the median loops; a stage's fastest loop (host_min_us, recorded since
+    # 2026-12-04) shows how much the rest of the machine added.
+    rows = meeting_rows()
+    rows[0] = row("organize_tree", TREE_TARGET, 5.0, host_us=70.0, host_min_us=41.5)
+    found, _ = statuses(tmp_path, rows)
+    host = "organize_tree 70.0 (fastest loop 41.5), verify_tree_qlen 40.0, "
+    host += "verify_tree_bitpacked 40.0, verify_greedy 40.0, select_top_k_step0 50.0, "
+    host += "select_top_k_step1 50.0 µs"
+    assert entry(found, "each stage ≤ 50 µs host t") == (host, "**not met**")
 
 
 def test_the_sampling_bound_is_twice_reading_the_rows():
