@@ -56,10 +56,11 @@ PROGRAMS = 512
 # gather a level that waits on the level before: 0 turns it off. Not yet timed on a GPU
 # (bench/sweep_sampling.py times both), hence off.
 PREFETCH_N = 0
-# Chunks whose loads a program keeps in flight while it sums one (Triton's software pipeline,
-# through shared memory: STAGES * BLOCKS_PER_PROGRAM * BLOCK_V entries); 1 loads each chunk
-# when it sums it. Only a program with several chunks (one program a request, or a large
-# batch) gains. Not yet timed on a GPU (bench/sweep_sampling.py times it), hence 1.
+# Chunks a program's loads run ahead of its sums by, plus one (Triton's software pipeline:
+# STAGES - 1 chunks of BLOCKS_PER_PROGRAM * BLOCK_V entries in shared memory, 64 KB at 3
+# stages of two float32 blocks); 1 loads each chunk when it sums it. Only a program with
+# several chunks (one program a request, or a large batch) gains. Not yet timed on a GPU
+# (bench/sweep_sampling.py times it), hence 1.
 STAGES = 1
 
 
