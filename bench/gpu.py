@@ -88,7 +88,7 @@ def host_loops_us(
 
 @contextlib.contextmanager
 def collector_off() -> Iterator[None]:
-    """Python's garbage collector off inside (unless it already was), as before."""
+    """Python's garbage collector off inside; on again after, if it was on before."""
     was_on = gc.isenabled()
     gc.disable()
     try:

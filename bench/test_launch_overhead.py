@@ -179,3 +179,18 @@ def test_the_uncached_figure_launches_through_triton_itself():
     with launch_overhead.launchers_replaced(launch_overhead.uncached):
         got = stage()
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+def test_a_failing_profiler_leaves_the_first_table(monkeypatch, capsys):
+    import launch_overhead
+
+    def broken(*args):
+        raise RuntimeError("no kineto")
+
+    monkeypatch.setattr(launch_overhead, "after_profiling", broken)
+    monkeypatch.setattr(launch_overhead, "stages", lambda device: {"a": lambda: None})
+    monkeypatch.setattr(launch_overhead, "row", lambda name, stage, device, calls: ("| a |", 1.0))
+    monkeypatch.setattr("sys.argv", ["launch_overhead.py", "--device", "cpu"])
+    launch_overhead.main()
+    out = capsys.readouterr().out
+    assert out.endswith("| a |\n\nafter profiling: failed: RuntimeError: no kineto\n")
