@@ -25,9 +25,9 @@ class FakeClock:
         self.calls += 1
 
 
-def test_host_us_is_the_per_call_time_of_loops_synced_at_their_ends():
+def test_host_loops_are_the_per_call_time_of_loops_synced_at_their_ends():
     clock, syncs = FakeClock(2.5e-6), []
-    us = gpu.host_us(
+    loops = gpu.host_loops_us(
         clock.call,
         (),
         sync=lambda: syncs.append(clock.calls),
@@ -36,38 +36,26 @@ def test_host_us_is_the_per_call_time_of_loops_synced_at_their_ends():
         warmup=2,
         clock=clock,
     )
-    assert us == pytest.approx(2.5, rel=1e-9)
+    assert loops == pytest.approx([2.5] * 3, rel=1e-9)
     assert clock.calls == 2 + 8 * 3
     # Two syncs per loop, at its ends: before its first call and after its last.
     assert syncs == [2, 10, 10, 18, 18, 26]
 
 
 @pytest.mark.parametrize("enabled", [True, False], ids=["on", "off"])
-def test_host_us_times_its_loops_with_the_collector_off(enabled):
+def test_host_loops_run_with_the_collector_off(enabled):
     import gc
 
     seen = []
     was = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     try:
-        gpu.host_us(lambda: seen.append(gc.isenabled()), (), sync=lambda: None, calls=2,
-                    repeat=2, warmup=1)  # fmt: skip
+        gpu.host_loops_us(lambda: seen.append(gc.isenabled()), (), sync=lambda: None, calls=2,
+                          repeat=2, warmup=1)  # fmt: skip
         assert seen == [enabled, False, False, False, False]  # the warm-up as it was
         assert gc.isenabled() is enabled  # restored
     finally:
         (gc.enable if was else gc.disable)()
-
-
-def test_host_us_is_the_median_loop():
-    clock = FakeClock(1e-6)
-    steps = iter([1e-6] * 2 + [1e-6] * 4 + [2e-6] * 4 + [9e-6] * 4)  # warm-up, then 3 loops
-
-    def call():
-        clock.step = next(steps)
-        clock.call()
-
-    us = gpu.host_us(call, (), sync=lambda: None, calls=4, repeat=3, warmup=2, clock=clock)
-    assert us == pytest.approx(2.0)  # the loops' median; their mean is 4
 
 
 def test_host_loops_us_gives_each_loop():
