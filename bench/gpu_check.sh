@@ -136,15 +136,15 @@ step targets bench.log 10 "$PY" bench/targets.py --from-json "$OUT/bench_cuda.js
 # (d) Where the fused stages' host time goes (issue 10's 50 µs target): Python or launch.
 step launch launch.log 30 env PYTHONPATH="src:bench" "$PY" bench/launch_overhead.py
 
-# (e) The fused sampling kernel's launch shapes, appended to bench.log: 23 shapes at two
-# vocabularies, up to 46 compiles where no cache was carried (hence 45 s from step (f)).
-step sweep bench.log 85 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
+# (e) The fused sampling kernel's launch shapes, appended to bench.log: 26 shapes at two
+# vocabularies, up to 52 compiles where no cache was carried (hence 60 s from step (f)).
+step sweep bench.log 100 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
 
 # (f) The rest of the suite, which CI and the CPU torch matrix also run: least needed, so
 # last. On 2026-12-04 (the cache carried) the steps before it took 235 s, and the whole rest,
 # CPU inductor compiles included, 217 s on 14 processes; a 40 s limit without the compiled
 # tests had stopped it unfinished.
-step tests_rest tests.log 240 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
+step tests_rest tests.log 225 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
     -rfE --durations=15 -m "not gpu"
 
 cache_entries "at the end" >>"$SUMMARY"

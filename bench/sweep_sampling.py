@@ -47,6 +47,12 @@ SHAPES = [
     (False, 4, 1, 4096, 8, 128, 64, 1),
     (True, 2, 512, 4096, 8, 128, 64, 1),
     (True, 2, 512, 4096, 4, 128, 64, 1),
+    # One wave: at 128 registers an SM holds two 8-warp programs (264 on the H200's 132 SMs),
+    # so 512 of them run in two waves, each paying a walk; 256 run in one (no spills, Triton
+    # 3.6, sm_90; 4 blocks a program would spill 464 B).
+    (True, 2, 256, 4096, 8, 128, 0, 1),
+    (True, 2, 256, 4096, 8, 128, 64, 1),
+    (True, 2, 256, 4096, 8, 128, 64, 2),
     # Chunk loads pipelined through shared memory: one program a request keeps 2 or 3 chunks
     # in flight (one launch, no counters); or 4 programs a request, 4 chunks each.
     (False, 2, 1, 4096, 8, 128, 64, 3),

@@ -86,7 +86,7 @@ def limits(summary: str) -> dict[str, str]:
 def test_a_limit_is_cut_to_the_time_left(tmp_path):
     # 100 s in all, less 10 of grace: the steps of more than 90 s get 90, the others theirs.
     _, summary = run_check(tmp_path, GPU_CHECK_SECONDS="100")
-    given = dict(zip(STEPS, (90, 15, 35, 90, 15, 10, 30, 85, 90), strict=True))
+    given = dict(zip(STEPS, (90, 15, 35, 90, 15, 10, 30, 90, 90), strict=True))
     assert limits(summary) == {name: f"exit 0 after 0 s (limit {s} s)" for name, s in given.items()}
 
 
@@ -103,7 +103,7 @@ def test_a_step_needs_5_seconds_after_the_grace(tmp_path, seconds, want):
 def test_the_default_limits_sum_to_760_seconds(tmp_path):
     # The fake steps take no time, so even the last one gets its whole limit here.
     _, summary = run_check(tmp_path)
-    given = dict(zip(STEPS, (210, 15, 35, 120, 15, 10, 30, 85, 240), strict=True))
+    given = dict(zip(STEPS, (210, 15, 35, 120, 15, 10, 30, 100, 225), strict=True))
     assert limits(summary) == {name: f"exit 0 after 0 s (limit {s} s)" for name, s in given.items()}
     assert sum(given.values()) == 760
 
