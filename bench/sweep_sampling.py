@@ -9,7 +9,8 @@ per request, blocks per program, or per load of a single program, programs, bloc
 warps, register cap, the walk's prefetch, pipelined chunk loads) it prints the CUDA-graph
 replay µs, whether the tokens equal the torch function's on the bench's inputs (smooth rows:
 a False can be a rounding tie at a block boundary, not a bug) and whether 20 repeated calls
-agree with the first (a race between a row's programs would break that).
+agree with the first (a race between a row's programs would break that). Then, per
+vocabulary, the fastest shape that was equal and stable, and the fastest in one launch.
 """
 
 from __future__ import annotations
@@ -92,18 +93,38 @@ def main() -> None:
     columns += ["replay µs", "equal", "stable"]
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
+    sound: list[tuple[int, tuple[object, ...], float]] = []  # equal and stable rows
     for vocab in VOCABS:
         args = (TREE_TARGET.config, *sampling_inputs(TREE_TARGET, vocab, device))
         want = eagle_fn.verify_sampling(*args)
         for shape in SHAPES:
             cells = " | ".join(str(x) for x in shape)
             try:
-                print(f"| {vocab} | {cells} | {measure(shape, args, want)} |", flush=True)
+                us, equal, stable = measure(shape, args, want)
             except Exception as error:  # one shape's failure keeps the others' rows (one GPU run)
                 print(f"| {vocab} | {cells} | failed: {type(error).__name__}: {error} |")
+                continue
+            print(f"| {vocab} | {cells} | {us:.2f} | {equal} | {stable} |", flush=True)
+            if equal and stable:
+                sound.append((vocab, shape, us))
     set_shape(default)
     print()
+    print(fastest(sound))
     print(baselines(device))
+
+
+def fastest(sound: list[tuple[int, tuple[object, ...], float]]) -> str:
+    """Per vocabulary, the fastest shape whose tokens were equal and stable, and the fastest
+    of those in one launch (``SPLIT`` off): what the knobs' defaults are chosen from."""
+    lines = []
+    for vocab in dict.fromkeys(v for v, _, _ in sound):
+        rows = [(us, shape) for v, shape, us in sound if v == vocab]
+        for label, found in (("fastest", rows), ("one launch", [r for r in rows if not r[1][0]])):
+            if found:
+                us, shape = min(found, key=lambda row: row[0])
+                knobs = ", ".join(f"{k}={v}" for k, v in zip(KNOBS, shape, strict=True))
+                lines.append(f"V {vocab}, {label}: {us:.2f} µs at {knobs}")
+    return "\n".join(lines) or "no shape was equal and stable"
 
 
 def baselines(device: torch.device) -> str:
@@ -116,7 +137,9 @@ def baselines(device: torch.device) -> str:
     return f"the arrival counters' zero fill alone: {fill:.2f} µs; an empty call: {floor:.2f} µs"
 
 
-def measure(shape: tuple[object, ...], args: tuple[Any, ...], want: Any) -> str:
+def measure(
+    shape: tuple[object, ...], args: tuple[Any, ...], want: Any
+) -> tuple[float, bool, bool]:
     """One shape's replay µs, whether it equals ``want`` and whether it repeats itself."""
     set_shape(shape)
     got = kernel.verify_sampling(*args)
@@ -126,8 +149,7 @@ def measure(shape: tuple[object, ...], args: tuple[Any, ...], want: Any) -> str:
         for _ in range(REPEATS)
         for a, b in zip(kernel.verify_sampling(*args), got, strict=True)
     )
-    us = graph_replay_us(kernel.verify_sampling, args)
-    return f"{us:.2f} | {equal} | {stable}"
+    return graph_replay_us(kernel.verify_sampling, args), equal, stable
 
 
 if __name__ == "__main__":

@@ -22,24 +22,39 @@ def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, c
         "sampling_inputs",
         lambda case, vocab, device: sampling_inputs(case, vocab, "cpu"),
     )
-    broken = sweep_sampling.SHAPES[1]
+    shapes = sweep_sampling.SHAPES
+    broken, unstable, quickest = shapes[1], shapes[0], shapes[5]
+    assert (broken[0], unstable[0], quickest[0]) == (False, False, True)  # SPLIT
+    # One launch takes 2 µs, split 3; the quickest split shape 0.5, the unstable one 0.1.
+    times = {quickest: 0.5, unstable: 0.1}
 
     def measure(shape, args, want):
         if shape == broken:
             raise RuntimeError("out of resources")
-        return "1.00 | True | True"
+        return times.get(shape, 3.0 if shape[0] else 2.0), True, shape != unstable
 
     monkeypatch.setattr(sweep_sampling, "measure", measure)
     monkeypatch.setattr(sweep_sampling, "baselines", lambda device: "baselines")
     default = tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS)
     sweep_sampling.main()
     table, after = capsys.readouterr().out.split("\n\n")
-    assert after == "baselines\n"
     rows = table.splitlines()[2:]
-    assert len(rows) == len(sweep_sampling.SHAPES)
+    assert len(rows) == len(shapes)
     cells = " | ".join(str(x) for x in broken)
     assert rows[1] == f"| 32000 | {cells} | failed: RuntimeError: out of resources |"
-    assert all(row.endswith(" | 1.00 | True | True |") for i, row in enumerate(rows) if i != 1)
+    assert rows[0].endswith(" | 0.10 | True | False |")
+    assert rows[5].endswith(" | 0.50 | True | True |")
+    assert rows[2].endswith(" | 2.00 | True | True |")
+
+    def knobs(shape):
+        return ", ".join(f"{k}={v}" for k, v in zip(sweep_sampling.KNOBS, shape, strict=True))
+
+    # The unstable shape, though quicker, is not chosen; the first of equal times is.
+    assert after.splitlines() == [
+        f"V 32000, fastest: 0.50 µs at {knobs(quickest)}",
+        f"V 32000, one launch: 2.00 µs at {knobs(shapes[2])}",
+        "baselines",
+    ]
     assert tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS) == default
 
 
@@ -65,7 +80,7 @@ def test_a_shape_is_measured_with_its_knobs_set(monkeypatch):
     with monkeypatch.context() as patch:
         for name in sweep_sampling.KNOBS:  # restored after: measure leaves the shape set
             patch.setattr(sweep_sampling.kernel, name, getattr(sweep_sampling.kernel, name))
-        assert sweep_sampling.measure(shape, args, want) == "2.50 | True | True"
+        assert sweep_sampling.measure(shape, args, want) == (2.5, True, True)
         assert seen == [shape]
 
 
