@@ -25,6 +25,11 @@ per call (the loop timed with one synchronize at its end):
 - ``compiled``: the compiled kernel that launch returned, called through Triton's runner
   (no argument binding or specialization; the cached launch also skips the runner's launch
   metadata), where this Triton has it;
+- ``addresses``: the same call with each tensor passed as its data's address, an int, which
+  Triton's launcher takes as it is; given a tensor it asks the tensor (``data_ptr``) and the
+  CUDA driver (``cuPointerGetAttribute``) on every call. ``compiled`` less this is what
+  passing addresses would save, against the Python it costs (``launch_key`` reads each
+  address already);
 - ``empty``: one ``torch.empty`` on the device, of the shape of the launch's first tensor
   argument.
 
@@ -45,6 +50,7 @@ import argparse
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from types import FunctionType, ModuleType
 from typing import Any, cast
 
@@ -144,12 +150,19 @@ def launchers(modules: tuple[ModuleType, ...]) -> list[tuple[ModuleType, str, An
 
 
 def compiled_runner(
-    kernel: Any, programs: int, args: tuple[Any, ...], options: dict[str, Any]
+    kernel: Any,
+    programs: int,
+    args: tuple[Any, ...],
+    options: dict[str, Any],
+    addresses: bool = False,
 ) -> Callable[[], Any]:
-    """A call of the compiled kernel Triton's launch returned, with every bound argument."""
+    """A call of the compiled kernel Triton's launch returned, with every bound argument;
+    ``addresses``: each tensor as its data's address."""
     compiled = kernel[(programs,)](*args, **options)
     names = kernel.arg_names
     bound = [*args, *(options[name] for name in names[len(args) :])]
+    if addresses:
+        bound = [arg.data_ptr() if isinstance(arg, torch.Tensor) else arg for arg in bound]
     runner = compiled[(programs, 1, 1)]
     return lambda: runner(*bound)
 
@@ -220,9 +233,9 @@ def main() -> None:
     print(f"{calls} timed calls a figure, {UNLAUNCHED_CALLS} for python, bind and key")
     print(
         "| stage | args | public µs | uncached µs | python µs | jit µs | bind µs | key µs "
-        "| compiled µs | empty µs |"
+        "| compiled µs | addresses µs | empty µs |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     found = stages(device)
     public: dict[str, float] = {}
     for name, stage in found.items():
@@ -269,19 +282,26 @@ def row(name: str, stage: Callable[[], Any], device: torch.device, calls: int) -
     jit = per_call_us(lambda: kernel[(programs,)](*args, **options), device, calls)
     bind = per_call_us(bind_runner(kernel, args, options), device, UNLAUNCHED_CALLS)
     key = per_call_us(key_runner(args, options), device, UNLAUNCHED_CALLS)
-    try:
-        compiled = (
-            f"{per_call_us(compiled_runner(kernel, programs, args, options), device, calls):.1f}"
-        )
-    except Exception as error:  # an interpreter, or a Triton without this API
-        compiled = f"n/a ({type(error).__name__})"
+    compiled = [
+        figure_or_na(partial(compiled_runner, kernel, programs, args, options, raw), device, calls)
+        for raw in (False, True)
+    ]
     shape = next(a.shape for a in args if isinstance(a, torch.Tensor))
     empty = per_call_us(lambda: torch.empty(shape, device=device), device, calls)
     count = len(args) + len(options)
     figures = f"{public:.1f} | {through_triton:.1f} | {python:.1f} | {jit:.1f} | {bind:.1f}"
-    figures += f" | {key:.1f} | {compiled}"
+    figures += f" | {key:.1f} | {' | '.join(compiled)}"
     figures += f" | {empty:.1f}"
     return f"| {name} | {count} | {figures} |", public
+
+
+def figure_or_na(make: Callable[[], Callable[[], Any]], device: torch.device, calls: int) -> str:
+    """The µs a call of ``make()`` takes, or why there is no such call here: an interpreter,
+    or a Triton without its API."""
+    try:
+        return f"{per_call_us(make(), device, calls):.1f}"
+    except Exception as error:
+        return f"n/a ({type(error).__name__})"
 
 
 if __name__ == "__main__":

@@ -51,8 +51,8 @@ def test_every_stage_gets_a_row():
     ]
     # The interpreter has no compiled kernel to call directly; the other figures are numbers
     # (checked for format only: a fast call may well print 0.0).
-    assert all("n/a" in row.split(" | ")[8] for row in rows)
-    columns = (2, 3, 4, 5, 6, 7, 9)
+    assert all("n/a" in row.split(" | ")[8] and "n/a" in row.split(" | ")[9] for row in rows)
+    columns = (2, 3, 4, 5, 6, 7, 10)
     figures = [float(row.strip("| ").split(" | ")[i]) for row in rows for i in columns]
     assert all(math.isfinite(x) and x >= 0 for x in figures), figures
     # The second table: each stage's public figure again, as the first table printed it,
@@ -78,7 +78,7 @@ def test_a_failing_stage_gets_its_error_and_the_others_their_rows():
     rows = table_rows(stdout)
     assert rows[0] == "| broken | failed: ZeroDivisionError: division by zero |"
     assert len(rows) == 6
-    assert all(row.count(" | ") == 9 for row in rows[1:])  # every figure of the other stages
+    assert all(row.count(" | ") == 10 for row in rows[1:])  # every figure of the other stages
     assert len(table_rows(stdout, 1)) == 5  # profiled again: the stages that ran
 
 
@@ -194,3 +194,25 @@ def test_a_failing_profiler_leaves_the_first_table(monkeypatch, capsys):
     launch_overhead.main()
     out = capsys.readouterr().out
     assert out.endswith("| a |\n\nafter profiling: failed: RuntimeError: no kineto\n")
+
+
+def test_the_addresses_column_passes_each_tensor_as_its_address():
+    import launch_overhead
+
+    seen = []
+
+    class Compiled:  # a compiled kernel: [grid] gives its runner
+        def __getitem__(self, grid):
+            return lambda *args: seen.append((grid, args))
+
+    class Kernel:  # a JITFunction: [grid](*args, **options) compiles
+        arg_names = ("x", "n", "BLOCK")
+
+        def __getitem__(self, grid):
+            return lambda *args, **options: Compiled()
+
+    x = torch.zeros(4)
+    for addresses in (False, True):
+        options = {"BLOCK": 16, "num_warps": 1}
+        launch_overhead.compiled_runner(Kernel(), 3, (x, 5), options, addresses)()
+    assert seen == [((3, 1, 1), (x, 5, 16)), ((3, 1, 1), (x.data_ptr(), 5, 16))]
