@@ -10,7 +10,9 @@ warps, register cap, the walk's prefetch, pipelined chunk loads) it prints the C
 replay µs, whether the tokens equal the torch function's on the bench's inputs (smooth rows:
 a False can be a rounding tie at a block boundary, not a bug) and whether 20 repeated calls
 agree with the first (a race between a row's programs would break that). Then, per
-vocabulary, the fastest shape that was equal and stable, and the fastest in one launch.
+vocabulary, the fastest shape that was equal and stable, and the fastest in one launch; the
+fill and an empty call (:func:`baselines`); last, the default shape at bs 256
+(:func:`at_scale`), where the final rows outweigh the latency that bs 32 is made of.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bench_sampling import sampling_inputs
 from cases import TREE_TARGET, VOCABS
 from eagle_fn.kernels import sampling as kernel
 from gpu import graph_replay_us
+from targets import BANDWIDTH
 
 # SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS, MAXNREG, PREFETCH_N, STAGES
 SHAPES = [
@@ -83,6 +86,7 @@ def set_shape(shape: tuple[object, ...]) -> None:
 
 
 REPEATS = 20
+SCALE = TREE_TARGET.at_bs(256)
 
 
 def main() -> None:
@@ -111,6 +115,7 @@ def main() -> None:
     print()
     print(fastest(sound))
     print(baselines(device))
+    print(at_scale(device))
 
 
 def fastest(sound: list[tuple[int, tuple[object, ...], float]]) -> str:
@@ -135,6 +140,26 @@ def baselines(device: torch.device) -> str:
     fill = graph_replay_us(lambda: torch.zeros(bs, dtype=torch.int32, device=device), ())
     floor = graph_replay_us(lambda: None, ())
     return f"the arrival counters' zero fill alone: {fill:.2f} µs; an empty call: {floor:.2f} µs"
+
+
+def at_scale(device: torch.device) -> str:
+    """The default shape at ``SCALE`` and the largest vocabulary: its replay, whether it
+    equals the torch function, and the rate at which it reads the final rows (``bs x V``
+    float32; 2.1 GB of target rows in all), against issue 11's bound, twice that read at
+    ``BANDWIDTH``."""
+    vocab = max(VOCABS)
+    args = (SCALE.config, *sampling_inputs(SCALE, vocab, device))
+    got = kernel.verify_sampling(*args)
+    want = eagle_fn.verify_sampling(*args)
+    equal = all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    us = graph_replay_us(kernel.verify_sampling, args)
+    rows = SCALE.bs * vocab * 4  # bytes
+    bound = 2 * rows / BANDWIDTH * 1e6
+    return (
+        f"bs {SCALE.bs}, V {vocab}, the default shape: {us:.2f} µs (equal: {equal}), the final "
+        f"rows read at {rows / us / 1e6:.2f} TB/s; twice their read at "
+        f"{BANDWIDTH / 1e12:.1f} TB/s: {bound:.1f} µs"
+    )
 
 
 def measure(

@@ -35,6 +35,7 @@ def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, c
 
     monkeypatch.setattr(sweep_sampling, "measure", measure)
     monkeypatch.setattr(sweep_sampling, "baselines", lambda device: "baselines")
+    monkeypatch.setattr(sweep_sampling, "at_scale", lambda device: "at scale")
     default = tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS)
     sweep_sampling.main()
     table, after = capsys.readouterr().out.split("\n\n")
@@ -54,6 +55,7 @@ def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, c
         f"V 32000, fastest: 0.50 µs at {knobs(quickest)}",
         f"V 32000, one launch: 2.00 µs at {knobs(shapes[2])}",
         "baselines",
+        "at scale",
     ]
     assert tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS) == default
 
@@ -115,3 +117,28 @@ def test_baselines_time_the_fill_and_an_empty_call(monkeypatch):
     assert fill.tolist() == [0] * sweep_sampling.TREE_TARGET.bs
     assert empty is None
     assert line == "the arrival counters' zero fill alone: 1.25 µs; an empty call: 2.50 µs"
+
+
+def test_at_scale_times_the_default_shape_against_the_read(monkeypatch):
+    import sweep_sampling
+    from bench_sampling import sampling_inputs
+
+    # bs 2 at V 32000 on the CPU stands in for bs 256 at V 128256 on a GPU.
+    monkeypatch.setattr(sweep_sampling, "SCALE", sweep_sampling.TREE_TARGET.at_bs(2))
+    monkeypatch.setattr(sweep_sampling, "VOCABS", (5, 32000))
+    monkeypatch.setattr(
+        sweep_sampling,
+        "sampling_inputs",
+        lambda case, vocab, device: sampling_inputs(case, vocab, "cpu"),
+    )
+    timed = []
+    monkeypatch.setattr(
+        sweep_sampling, "graph_replay_us", lambda fn, args: timed.append(args[0]) or 0.128
+    )
+    line = sweep_sampling.at_scale(torch.device("cpu"))
+    assert timed == [sweep_sampling.SCALE.config]
+    # 2 x 32000 x 4 bytes in 0.128 µs: 2 TB/s; twice that read at 4.3 TB/s: 0.119 µs.
+    assert line == (
+        "bs 2, V 32000, the default shape: 0.13 µs (equal: True), the final rows read at "
+        "2.00 TB/s; twice their read at 4.3 TB/s: 0.1 µs"
+    )
