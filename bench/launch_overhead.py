@@ -28,8 +28,8 @@ per call (the loop timed with one synchronize at its end):
 - ``addresses``: the same call with each tensor passed as its data's address, an int, which
   Triton's launcher takes as it is; given a tensor it asks the tensor (``data_ptr``) and the
   CUDA driver (``cuPointerGetAttribute``) on every call. ``compiled`` less this is what
-  passing addresses would save, against the Python it costs (``launch_key`` reads each
-  address already);
+  the cached launch would save by passing addresses, before the Python that gathering them
+  costs (docs/kernels.md);
 - ``empty``: one ``torch.empty`` on the device, of the shape of the launch's first tensor
   argument.
 
