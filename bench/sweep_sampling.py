@@ -12,7 +12,7 @@ a False can be a rounding tie at a block boundary, not a bug) and whether 20 rep
 agree with the first (a race between a row's programs would break that). Then, per
 vocabulary, the fastest shape that was equal and stable, and the fastest in one launch; the
 fill and an empty call (:func:`baselines`); last, the default shape at bs 256
-(:func:`at_scale`), where the final rows outweigh the latency that bs 32 is made of.
+(:func:`at_scale`), where the final rows outweigh the fixed latency that dominates bs 32.
 """
 
 from __future__ import annotations
