@@ -133,6 +133,32 @@ def launches_per_call(fn: Callable[..., object], args: tuple[object, ...]) -> De
     return device_counts(prof.events())
 
 
+def device_us_by_name(events: Iterable[Any], calls: int) -> dict[str, float]:
+    """Device µs a call of each kernel or copy among profiler events (``calls`` calls
+    recorded), by name, in the order they first ran."""
+    totals: dict[str, float] = {}
+    for event in events:
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            totals[event.name] = totals.get(event.name, 0.0) + event.time_range.elapsed_us()
+    return {name: us / calls for name, us in totals.items()}
+
+
+def device_us_per_call(
+    fn: Callable[..., object], args: tuple[object, ...], calls: int = 20
+) -> dict[str, float]:
+    """Device µs a call of each kernel ``fn(*args)`` launches, from ``torch.profiler`` over
+    ``calls`` eager calls after a warm-up call: the kernels' own time, without the launches
+    and the gaps between kernels that a replay also holds."""
+    fn(*args)
+    torch.cuda.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(calls):
+            fn(*args)
+        torch.cuda.synchronize()
+    return device_us_by_name(prof.events(), calls)
+
+
 def figure_or_error(info: dict[str, object], name: str, measure: Callable[[], object]) -> None:
     """Stores ``measure()`` as ``info[name]``, or its error as ``info[name + "_error"]``: one
     figure that cannot be taken (a path that does not capture) must not hide the others."""

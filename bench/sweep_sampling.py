@@ -11,8 +11,9 @@ replay µs, whether the tokens equal the torch function's on the bench's inputs 
 a False can be a rounding tie at a block boundary, not a bug) and whether 20 repeated calls
 agree with the first (a race between a row's programs would break that). Then, per
 vocabulary, the fastest shape that was equal and stable, and the fastest in one launch; the
-fill and an empty call (:func:`baselines`); last, the default shape at bs 256
-(:func:`at_scale`), where the final rows outweigh the fixed latency that dominates bs 32.
+fill and an empty call (:func:`baselines`); the default shape at bs 256 (:func:`at_scale`),
+where the final rows outweigh the fixed latency that dominates bs 32; last, each kernel's
+own device time in the default shape (:func:`kernel_times`), the replay less the launches.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import eagle_fn
 from bench_sampling import sampling_inputs
 from cases import TREE_TARGET, VOCABS
 from eagle_fn.kernels import sampling as kernel
-from gpu import graph_replay_us
+from gpu import device_us_per_call, graph_replay_us
 from targets import BANDWIDTH
 
 # SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS, MAXNREG, PREFETCH_N, STAGES
@@ -116,6 +117,7 @@ def main() -> None:
     print(fastest(sound))
     print(baselines(device))
     print(at_scale(device))
+    print(kernel_times(device))  # last: a profiler session may slow the launches after it
 
 
 def fastest(sound: list[tuple[int, tuple[object, ...], float]]) -> str:
@@ -159,6 +161,19 @@ def at_scale(device: torch.device) -> str:
         f"bs {SCALE.bs}, V {vocab}, the default shape: {us:.2f} µs (equal: {equal}), the final "
         f"rows read at {rows / us / 1e6:.2f} TB/s; twice their read at "
         f"{BANDWIDTH / 1e12:.1f} TB/s: {bound:.1f} µs"
+    )
+
+
+def kernel_times(device: torch.device) -> str:
+    """The default shape's kernels at bs 32 and the largest vocabulary, each one's device µs
+    a call (``torch.profiler``, eager calls), and their sum: what of its replay is the
+    kernels' own work rather than launches and the gaps between them."""
+    vocab = max(VOCABS)
+    args = (TREE_TARGET.config, *sampling_inputs(TREE_TARGET, vocab, device))
+    found = device_us_per_call(kernel.verify_sampling, args)
+    cells = "; ".join(f"{name[:60]} {us:.2f}" for name, us in found.items())
+    return (
+        f"V {vocab}, the default shape, device µs a call: {cells}; in all {sum(found.values()):.2f}"
     )
 
 

@@ -185,6 +185,24 @@ def test_graph_replay_us_warms_on_a_side_stream_and_times_replays_in_us(monkeypa
     ]  # fmt: skip
 
 
+def test_device_times_are_per_call_sums_by_name_of_device_events_only():
+    def timed(name, device_type, us):
+        return SimpleNamespace(
+            name=name, device_type=device_type, time_range=SimpleNamespace(elapsed_us=lambda: us)
+        )
+
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+    events = [
+        timed("fill", cuda, 1.0),
+        timed("kernel", cuda, 6.0),
+        timed("cudaLaunchKernel", cpu, 50.0),  # host side: not counted
+        timed("fill", cuda, 3.0),
+        timed("kernel", cuda, 10.0),
+    ]
+    assert gpu.device_us_by_name(events, calls=2) == {"fill": 2.0, "kernel": 8.0}
+    assert list(gpu.device_us_by_name(events, calls=2)) == ["fill", "kernel"]
+
+
 def test_cpu_synchronize_waits_for_nothing():
     assert gpu.synchronize_on(torch.device("cpu"))() is None
 
@@ -193,6 +211,14 @@ def test_cpu_synchronize_waits_for_nothing():
 def test_two_elementwise_ops_launch_two_kernels():
     x = torch.arange(1024, device="cuda", dtype=torch.float32)
     assert gpu.launches_per_call(lambda t: (t + 1) * 2, (x,)) == gpu.DeviceCounts(2, 0)
+
+
+@CUDA
+def test_two_elementwise_ops_take_device_time_each():
+    x = torch.arange(1 << 20, device="cuda", dtype=torch.float32)
+    found = gpu.device_us_per_call(lambda t: (t + 1) * 2, (x,), calls=3)
+    assert len(found) == 2
+    assert all(us > 0 for us in found.values())
 
 
 @CUDA

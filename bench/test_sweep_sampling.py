@@ -36,6 +36,7 @@ def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, c
     monkeypatch.setattr(sweep_sampling, "measure", measure)
     monkeypatch.setattr(sweep_sampling, "baselines", lambda device: "baselines")
     monkeypatch.setattr(sweep_sampling, "at_scale", lambda device: "at scale")
+    monkeypatch.setattr(sweep_sampling, "kernel_times", lambda device: "kernel times")
     default = tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS)
     sweep_sampling.main()
     table, after = capsys.readouterr().out.split("\n\n")
@@ -56,6 +57,7 @@ def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, c
         f"V 32000, one launch: 2.00 µs at {knobs(shapes[2])}",
         "baselines",
         "at scale",
+        "kernel times",
     ]
     assert tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS) == default
 
@@ -141,4 +143,32 @@ def test_at_scale_times_the_default_shape_against_the_read(monkeypatch):
     assert line == (
         "bs 2, V 32000, the default shape: 0.13 µs (equal: True), the final rows read at "
         "2.00 TB/s; twice their read at 4.3 TB/s: 0.1 µs"
+    )
+
+
+def test_kernel_times_name_each_kernel_of_the_default_shape(monkeypatch):
+    import sweep_sampling
+    from bench_sampling import sampling_inputs
+
+    monkeypatch.setattr(sweep_sampling, "TREE_TARGET", sweep_sampling.TREE_TARGET.at_bs(2))
+    monkeypatch.setattr(sweep_sampling, "VOCABS", (5, 32000))
+    monkeypatch.setattr(
+        sweep_sampling,
+        "sampling_inputs",
+        lambda case, vocab, device: sampling_inputs(case, vocab, "cpu"),
+    )
+    profiled = []
+
+    def device_us(fn, args):
+        profiled.append((fn, args[0], args[2].shape))
+        return {"fill " + "x" * 70: 1.25, "verify_sampling_kernel": 6.5}
+
+    monkeypatch.setattr(sweep_sampling, "device_us_per_call", device_us)
+    line = sweep_sampling.kernel_times(torch.device("cpu"))
+    config = sweep_sampling.TREE_TARGET.config
+    assert profiled == [(sweep_sampling.kernel.verify_sampling, config, (2, 16, 32000))]
+    name = ("fill " + "x" * 70)[:60]  # long kernel names are cut
+    assert line == (
+        f"V 32000, the default shape, device µs a call: {name} 1.25; "
+        "verify_sampling_kernel 6.50; in all 7.75"
     )
