@@ -121,18 +121,25 @@ def test_baselines_time_the_fill_and_an_empty_call(monkeypatch):
     assert line == "the arrival counters' zero fill alone: 1.25 µs; an empty call: 2.50 µs"
 
 
-def test_at_scale_times_the_default_shape_against_the_read(monkeypatch):
+@pytest.fixture
+def on_cpu(monkeypatch):
+    """The sweep module, its inputs built on the CPU and its largest vocabulary 32000."""
     import sweep_sampling
     from bench_sampling import sampling_inputs
 
-    # bs 2 at V 32000 on the CPU stands in for bs 256 at V 128256 on a GPU.
-    monkeypatch.setattr(sweep_sampling, "SCALE", sweep_sampling.TREE_TARGET.at_bs(2))
     monkeypatch.setattr(sweep_sampling, "VOCABS", (5, 32000))
     monkeypatch.setattr(
         sweep_sampling,
         "sampling_inputs",
         lambda case, vocab, device: sampling_inputs(case, vocab, "cpu"),
     )
+    return sweep_sampling
+
+
+def test_at_scale_times_the_default_shape_against_the_read(monkeypatch, on_cpu):
+    sweep_sampling = on_cpu
+    # bs 2 at V 32000 on the CPU stands in for bs 256 at V 128256 on a GPU.
+    monkeypatch.setattr(sweep_sampling, "SCALE", sweep_sampling.TREE_TARGET.at_bs(2))
     timed = []
     monkeypatch.setattr(
         sweep_sampling, "graph_replay_us", lambda fn, args: timed.append(args[0]) or 0.128
@@ -146,17 +153,9 @@ def test_at_scale_times_the_default_shape_against_the_read(monkeypatch):
     )
 
 
-def test_kernel_times_name_each_kernel_of_the_default_shape(monkeypatch):
-    import sweep_sampling
-    from bench_sampling import sampling_inputs
-
+def test_kernel_times_name_each_kernel_of_the_default_shape(monkeypatch, on_cpu):
+    sweep_sampling = on_cpu
     monkeypatch.setattr(sweep_sampling, "TREE_TARGET", sweep_sampling.TREE_TARGET.at_bs(2))
-    monkeypatch.setattr(sweep_sampling, "VOCABS", (5, 32000))
-    monkeypatch.setattr(
-        sweep_sampling,
-        "sampling_inputs",
-        lambda case, vocab, device: sampling_inputs(case, vocab, "cpu"),
-    )
     profiled = []
 
     def device_us(fn, args):
