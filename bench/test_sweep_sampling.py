@@ -35,7 +35,11 @@ def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, c
 
     monkeypatch.setattr(sweep_sampling, "measure", measure)
     monkeypatch.setattr(sweep_sampling, "baselines", lambda device: "baselines")
-    monkeypatch.setattr(sweep_sampling, "at_scale", lambda device: "at scale")
+
+    def at_scale(device):
+        raise torch.cuda.OutOfMemoryError("2.1 GB")
+
+    monkeypatch.setattr(sweep_sampling, "at_scale", at_scale)
     monkeypatch.setattr(sweep_sampling, "kernel_times", lambda device: "kernel times")
     default = tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS)
     sweep_sampling.main()
@@ -56,7 +60,7 @@ def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, c
         f"V 32000, fastest: 0.50 µs at {knobs(quickest)}",
         f"V 32000, one launch: 2.00 µs at {knobs(shapes[2])}",
         "baselines",
-        "at scale",
+        "at_scale: failed: OutOfMemoryError: 2.1 GB",  # the line after it still comes
         "kernel times",
     ]
     assert tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS) == default
