@@ -122,15 +122,21 @@ def device_counts(events: Iterable[Any]) -> DeviceCounts:
     return DeviceCounts(kernels, copies)
 
 
-def launches_per_call(fn: Callable[..., object], args: tuple[object, ...]) -> DeviceCounts:
-    """Kernels and copies of one call (after a warm-up call), from ``torch.profiler``."""
+def profiled_events(fn: Callable[..., object], args: tuple[object, ...], calls: int) -> Any:
+    """``torch.profiler``'s events of ``calls`` calls of ``fn(*args)``, after a warm-up call."""
     fn(*args)
     torch.cuda.synchronize()
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
-        fn(*args)
+        for _ in range(calls):
+            fn(*args)
         torch.cuda.synchronize()
-    return device_counts(prof.events())
+    return prof.events()
+
+
+def launches_per_call(fn: Callable[..., object], args: tuple[object, ...]) -> DeviceCounts:
+    """Kernels and copies of one call (after a warm-up call), from ``torch.profiler``."""
+    return device_counts(profiled_events(fn, args, 1))
 
 
 def device_us_by_name(events: Iterable[Any], calls: int) -> dict[str, float]:
@@ -149,14 +155,7 @@ def device_us_per_call(
     """Device µs a call of each kernel ``fn(*args)`` launches, from ``torch.profiler`` over
     ``calls`` eager calls after a warm-up call: the kernels' own time, without the launches
     and the gaps between kernels that a replay also holds."""
-    fn(*args)
-    torch.cuda.synchronize()
-    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(calls):
-            fn(*args)
-        torch.cuda.synchronize()
-    return device_us_by_name(prof.events(), calls)
+    return device_us_by_name(profiled_events(fn, args, calls), calls)
 
 
 def figure_or_error(info: dict[str, object], name: str, measure: Callable[[], object]) -> None:
