@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from types import FunctionType, ModuleType
@@ -61,7 +60,7 @@ from cases import TREE_TARGET
 from eagle_fn import kernels
 from eagle_fn.kernels import _ops, greedy, organize, selection, verify
 from eagle_fn.kernels._launch import launch_key
-from gpu import collector_off
+from gpu import host_loops_us, synchronize_on
 from inputs import agreeing_target, draft_lists, step_inputs, verify_inputs
 
 MODULES = (organize, verify, greedy, selection)  # each calls the launchers it holds
@@ -74,15 +73,10 @@ def default_calls(device: torch.device) -> int:
 
 
 def per_call_us(fn: Callable[[], Any], device: torch.device, calls: int) -> float:
-    for _ in range(min(calls, 20)):
-        fn()
-    with collector_off():  # as the benchmark's host figures are taken (bench/gpu.py)
-        torch.cuda.synchronize(device) if device.type == "cuda" else None
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize(device) if device.type == "cuda" else None
-    return (time.perf_counter() - start) / calls * 1e6
+    """One loop of ``calls`` calls after up to 20 warm-up calls, timed as the benchmark's host
+    figures are (bench/gpu.py: synchronized at its ends, the garbage collector off)."""
+    sync = synchronize_on(device)
+    return host_loops_us(fn, (), sync=sync, calls=calls, repeat=1, warmup=min(calls, 20))[0]
 
 
 def captured_launch(stage: Callable[[], Any]) -> tuple[Any, Any, tuple[Any, ...], dict[str, Any]]:
