@@ -138,15 +138,16 @@ step launch launch.log 30 env PYTHONPATH="src:bench" "$PY" bench/launch_overhead
 
 # (e) The fused sampling kernel's launch shapes, appended to bench.log: 26 shapes at two
 # vocabularies (up to 52 compiles where no cache was carried), then the default shape at
-# bs 256 (2.1 GB of target rows, made on the CPU), and the default's kernels' own device time
-# (one profiler session, last). Its limit grew by 70 s, taken from (f).
-step sweep bench.log 110 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
+# bs 64, 128 and 256 and at bs 256 the fastest one-launch shape (up to 2.1 GB of target rows,
+# made on the CPU), and the default's kernels' own device time (one profiler session, last).
+# Its limit grew by 90 s, taken from (f).
+step sweep bench.log 130 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
 
 # (f) The rest of the suite, which CI and the CPU torch matrix also run: least needed, so
 # last. On 2026-12-04 (the cache carried) the steps before it took 235 s, and the whole rest,
 # CPU inductor compiles included, 217 s on 14 processes; a 40 s limit without the compiled
 # tests had stopped it unfinished.
-step tests_rest tests.log 215 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
+step tests_rest tests.log 195 "$PY" -m pytest tests -v -p no:cacheprovider "${PARALLEL[@]}" \
     -rfE --durations=15 -m "not gpu"
 
 cache_entries "at the end" >>"$SUMMARY"

@@ -11,14 +11,17 @@ replay µs, whether the tokens equal the torch function's on the bench's inputs 
 a False can be a rounding tie at a block boundary, not a bug) and whether 20 repeated calls
 agree with the first (a race between a row's programs would break that). Then, per
 vocabulary, the fastest shape that was equal and stable, and the fastest in one launch; the
-fill and an empty call (:func:`baselines`); the default shape at bs 256 (:func:`at_scale`),
-where the final rows outweigh the fixed latency that dominates bs 32; last, each kernel's
-own device time in the default shape (:func:`kernel_times`), the replay less the launches.
+fill and an empty call (:func:`baselines`); the default shape at bs 64, 128 and 256, and at
+bs 256 the fastest one-launch shape too (:func:`at_scale`), where the final rows outweigh
+the fixed latency that dominates bs 32; last, each kernel's own device time in the default
+shape (:func:`kernel_times`), the replay less the launches.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import torch
@@ -87,7 +90,9 @@ def set_shape(shape: tuple[object, ...]) -> None:
 
 
 REPEATS = 20
-SCALE = TREE_TARGET.at_bs(256)
+SCALES = (64, 128, 256)  # batch sizes at_scale times, beside the table's 32
+ONE = "one launch"
+NONE_SOUND = "no shape was equal and stable"
 
 
 def main() -> None:
@@ -114,27 +119,42 @@ def main() -> None:
                 sound.append((vocab, shape, us))
     set_shape(default)
     print()
-    print(fastest(sound))
+    best = fastest(sound)
+    print("\n".join(describe(*key, *found) for key, found in best.items()) or NONE_SOUND)
+    one_launch = {vocab: shape for (vocab, label), (_, shape) in best.items() if label == ONE}
     # kernel_times last: a profiler session may slow the launches after it.
-    for extra in (baselines, at_scale, kernel_times):
+    for extra in (baselines, partial(at_scale, one_launch=one_launch), kernel_times):
         try:
-            print(extra(device))
+            found = extra(device)  # a line, or lines printed as they come (a limit may cut)
+            for line in [found] if isinstance(found, str) else found:
+                print(line, flush=True)
         except Exception as error:  # one line's failure keeps the others (one GPU run)
-            print(f"{extra.__name__}: failed: {type(error).__name__}: {error}")
+            print(failure(getattr(extra, "func", extra).__name__, error))
 
 
-def fastest(sound: list[tuple[int, tuple[object, ...], float]]) -> str:
-    """Per vocabulary, the fastest shape whose tokens were equal and stable, and the fastest
-    of those in one launch (``SPLIT`` off): what the knobs' defaults are chosen from."""
-    lines = []
+def fastest(
+    sound: list[tuple[int, tuple[object, ...], float]],
+) -> dict[tuple[int, str], tuple[float, tuple[object, ...]]]:
+    """Per vocabulary, the fastest shape whose tokens were equal and stable (``"fastest"``),
+    and the fastest of those in one launch (``ONE``, ``SPLIT`` off), with its µs: what the
+    knobs' defaults are chosen from. The first of equal times wins."""
+    best = {}
     for vocab in dict.fromkeys(v for v, _, _ in sound):
         rows = [(us, shape) for v, shape, us in sound if v == vocab]
-        for label, found in (("fastest", rows), ("one launch", [r for r in rows if not r[1][0]])):
+        for label, found in (("fastest", rows), (ONE, [r for r in rows if not r[1][0]])):
             if found:
-                us, shape = min(found, key=lambda row: row[0])
-                knobs = ", ".join(f"{k}={v}" for k, v in zip(KNOBS, shape, strict=True))
-                lines.append(f"V {vocab}, {label}: {us:.2f} µs at {knobs}")
-    return "\n".join(lines) or "no shape was equal and stable"
+                best[vocab, label] = min(found, key=lambda row: row[0])
+    return best
+
+
+def describe(vocab: int, label: str, us: float, shape: tuple[object, ...]) -> str:
+    """One line of :func:`fastest`'s findings."""
+    return f"V {vocab}, {label}: {us:.2f} µs at {knobs(shape)}"
+
+
+def knobs(shape: tuple[object, ...]) -> str:
+    """``shape`` as the knobs' assignments."""
+    return ", ".join(f"{k}={v}" for k, v in zip(KNOBS, shape, strict=True))
 
 
 def baselines(device: torch.device) -> str:
@@ -147,24 +167,57 @@ def baselines(device: torch.device) -> str:
     return f"the arrival counters' zero fill alone: {fill:.2f} µs; an empty call: {floor:.2f} µs"
 
 
-def at_scale(device: torch.device) -> str:
-    """The default shape at ``SCALE`` and the largest vocabulary: its replay, whether it
-    equals the torch function, and the rate at which it reads the final rows (``bs x V``
-    float32; 2.1 GB of target rows in all), against issue 11's bound, twice that read at
-    ``BANDWIDTH``."""
-    vocab = max(VOCABS)
-    args = (SCALE.config, *sampling_inputs(SCALE, vocab, device))
-    got = kernel.verify_sampling(*args)
-    want = eagle_fn.verify_sampling(*args)
-    equal = all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
-    us = graph_replay_us(kernel.verify_sampling, args)
-    rows = SCALE.bs * vocab * 4  # bytes
+def at_scale(
+    device: torch.device, one_launch: dict[int, tuple[object, ...]] | None = None
+) -> Iterator[str]:
+    """Issue 11's bound as the batch grows: at each of ``SCALES`` and each vocabulary, the
+    default shape's replay, equality and stability, and the rate at which it reads the final
+    rows (``bs x V`` float32; at bs 256 and V 128256, 131 MB of 2.1 GB of target rows),
+    against twice that read at ``BANDWIDTH``; at the largest batch, also ``one_launch``'s
+    shape for that vocabulary (the fastest sound one in the table), if any. A case that
+    fails (out of memory, say) gets its error and the others their lines."""
+    default = tuple(getattr(kernel, name) for name in KNOBS)
+    one_launch = one_launch or {}
+    try:
+        for vocab in VOCABS:
+            for bs in SCALES:
+                shapes = {"the default shape": default}
+                if bs == max(SCALES) and one_launch.get(vocab, default) != default:
+                    shapes[f"{ONE} ({knobs(one_launch[vocab])})"] = one_launch[vocab]
+                yield from scale_lines(TREE_TARGET.at_bs(bs), vocab, shapes, device)
+    finally:
+        set_shape(default)
+
+
+def scale_lines(
+    case: Any, vocab: int, shapes: dict[str, tuple[object, ...]], device: torch.device
+) -> Iterator[str]:
+    """:func:`at_scale`'s lines for one batch and vocabulary, one a shape."""
+    where = f"bs {case.bs}, V {vocab}"
+    try:
+        args = (case.config, *sampling_inputs(case, vocab, device))
+        want = eagle_fn.verify_sampling(*args)
+    except Exception as error:
+        yield failure(where, error)
+        return
+    rows = case.bs * vocab * 4  # bytes
     bound = 2 * rows / BANDWIDTH * 1e6
-    return (
-        f"bs {SCALE.bs}, V {vocab}, the default shape: {us:.2f} µs (equal: {equal}), the final "
-        f"rows read at {rows / us / 1e6:.2f} TB/s; twice their read at "
-        f"{BANDWIDTH / 1e12:.1f} TB/s: {bound:.1f} µs"
-    )
+    for label, shape in shapes.items():
+        try:
+            us, equal, stable = measure(shape, args, want)
+        except Exception as error:
+            yield failure(f"{where}, {label}", error)
+            continue
+        yield (
+            f"{where}, {label}: {us:.2f} µs (equal: {equal}, stable: {stable}), the final rows "
+            f"read at {rows / us / 1e6:.2f} TB/s; twice their read at {BANDWIDTH / 1e12:.1f} "
+            f"TB/s: {bound:.1f} µs, {'within' if us <= bound else 'over'}"
+        )
+
+
+def failure(where: str, error: Exception) -> str:
+    """The line of a measurement that raised: the others' still come (one GPU run)."""
+    return f"{where}: failed: {type(error).__name__}: {error}"
 
 
 def kernel_times(device: torch.device) -> str:

@@ -103,7 +103,7 @@ def test_a_step_needs_5_seconds_after_the_grace(tmp_path, seconds, want):
 def test_the_default_limits_sum_to_760_seconds(tmp_path):
     # The fake steps take no time, so even the last one gets its whole limit here.
     _, summary = run_check(tmp_path)
-    given = dict(zip(STEPS, (210, 15, 35, 120, 15, 10, 30, 110, 215), strict=True))
+    given = dict(zip(STEPS, (210, 15, 35, 120, 15, 10, 30, 130, 195), strict=True))
     assert limits(summary) == {name: f"exit 0 after 0 s (limit {s} s)" for name, s in given.items()}
     assert sum(given.values()) == 760
 

@@ -36,7 +36,8 @@ def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, c
     monkeypatch.setattr(sweep_sampling, "measure", measure)
     monkeypatch.setattr(sweep_sampling, "baselines", lambda device: "baselines")
 
-    def at_scale(device):
+    def at_scale(device, one_launch):
+        assert one_launch == {32000: shapes[2]}  # the table's fastest one-launch shape
         raise torch.cuda.OutOfMemoryError("2.1 GB")
 
     monkeypatch.setattr(sweep_sampling, "at_scale", at_scale)
@@ -140,21 +141,72 @@ def on_cpu(monkeypatch):
     return sweep_sampling
 
 
-def test_at_scale_times_the_default_shape_against_the_read(monkeypatch, on_cpu):
+def test_at_scale_times_the_default_shape_as_the_batch_grows(monkeypatch, on_cpu):
     sweep_sampling = on_cpu
-    # bs 2 at V 32000 on the CPU stands in for bs 256 at V 128256 on a GPU.
-    monkeypatch.setattr(sweep_sampling, "SCALE", sweep_sampling.TREE_TARGET.at_bs(2))
-    timed = []
-    monkeypatch.setattr(
-        sweep_sampling, "graph_replay_us", lambda fn, args: timed.append(args[0]) or 0.128
+    # bs 1 and 2 on the CPU stand in for bs 64 to 256 on a GPU.
+    monkeypatch.setattr(sweep_sampling, "SCALES", (1, 2))
+    monkeypatch.setattr(sweep_sampling, "VOCABS", (40000, 32000))  # above the draft tokens
+    default = tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS)
+    single = sweep_sampling.SHAPES[2]
+    assert (default[0], single[0]) == (True, False)  # SPLIT
+    measured = []
+
+    def measure(shape, args, want):
+        bs = args[1].retrieve_index.shape[0]
+        measured.append((args[2].shape[-1], bs, shape))
+        expected = sweep_sampling.eagle_fn.verify_sampling(*args)
+        assert all(torch.equal(a, b) for a, b in zip(want, expected, strict=True))
+        sweep_sampling.set_shape(shape)  # as measure does: at_scale restores the default
+        return (0.05 if bs == 1 else 0.256), bs == 1, True
+
+    monkeypatch.setattr(sweep_sampling, "measure", measure)
+    lines = sweep_sampling.at_scale(torch.device("cpu"), one_launch={32000: single})
+    assert not isinstance(lines, (str, list))  # printed as they come
+    lines = list(lines)
+    assert measured == [
+        (40000, 1, default),
+        (40000, 2, default),
+        (32000, 1, default),
+        (32000, 2, default),
+        (32000, 2, single),  # the one-launch shape at the largest batch alone
+    ]
+    assert tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS) == default
+    # bs 2 at V 32000: 2 x 32000 x 4 bytes in 0.256 µs: 1 TB/s; twice the read at 4.3 TB/s:
+    # 0.119 µs. bs 1 at V 40000: 160 kB in 0.05 µs, 3.2 TB/s; the bound 0.074 µs.
+    bound = "twice their read at 4.3 TB/s: 0.1 µs, over"
+    knobs = sweep_sampling.knobs(single)
+    assert lines[3:] == [
+        f"bs 2, V 32000, the default shape: 0.26 µs (equal: False, stable: True), the final "
+        f"rows read at 1.00 TB/s; {bound}",
+        f"bs 2, V 32000, one launch ({knobs}): 0.26 µs (equal: False, stable: True), the "
+        f"final rows read at 1.00 TB/s; {bound}",
+    ]
+    assert lines[0] == (
+        "bs 1, V 40000, the default shape: 0.05 µs (equal: True, stable: True), the final rows "
+        "read at 3.20 TB/s; twice their read at 4.3 TB/s: 0.1 µs, within"
     )
-    line = sweep_sampling.at_scale(torch.device("cpu"))
-    assert timed == [sweep_sampling.SCALE.config]
-    # 2 x 32000 x 4 bytes in 0.128 µs: 2 TB/s; twice that read at 4.3 TB/s: 0.119 µs.
-    assert line == (
-        "bs 2, V 32000, the default shape: 0.13 µs (equal: True), the final rows read at "
-        "2.00 TB/s; twice their read at 4.3 TB/s: 0.1 µs"
-    )
+
+
+def test_at_scale_keeps_the_other_cases_when_one_fails(monkeypatch, on_cpu):
+    sweep_sampling = on_cpu
+    monkeypatch.setattr(sweep_sampling, "SCALES", (1, 2))
+    monkeypatch.setattr(sweep_sampling, "VOCABS", (32000,))
+    build = sweep_sampling.sampling_inputs
+
+    def inputs(case, vocab, device):
+        if case.bs == 1:
+            raise torch.cuda.OutOfMemoryError("2.1 GB")
+        return build(case, vocab, device)
+
+    def measure(shape, args, want):
+        raise RuntimeError("out of resources")
+
+    monkeypatch.setattr(sweep_sampling, "sampling_inputs", inputs)
+    monkeypatch.setattr(sweep_sampling, "measure", measure)
+    assert list(sweep_sampling.at_scale(torch.device("cpu"))) == [
+        "bs 1, V 32000: failed: OutOfMemoryError: 2.1 GB",
+        "bs 2, V 32000, the default shape: failed: RuntimeError: out of resources",
+    ]
 
 
 def test_kernel_times_name_each_kernel_of_the_default_shape(monkeypatch, on_cpu):
