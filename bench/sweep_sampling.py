@@ -90,7 +90,11 @@ def set_shape(shape: tuple[object, ...]) -> None:
 
 
 REPEATS = 20
-SCALES = (64, 128, 256)  # batch sizes at_scale times, beside the table's 32
+# Per vocabulary and label ("fastest", ONE): the quickest sound shape's µs and the shape.
+Best = dict[tuple[int, str], tuple[float, tuple[object, ...]]]
+# Batch sizes at_scale times, beside the table's 32. No compile of their own: the kernel does
+# not specialize on its batch-dependent ints, so the table's variants serve them.
+SCALES = (64, 128, 256)
 ONE = "one launch"
 NONE_SOUND = "no shape was equal and stable"
 
@@ -121,9 +125,8 @@ def main() -> None:
     print()
     best = fastest(sound)
     print("\n".join(describe(*key, *found) for key, found in best.items()) or NONE_SOUND)
-    one_launch = {vocab: shape for (vocab, label), (_, shape) in best.items() if label == ONE}
     # kernel_times last: a profiler session may slow the launches after it.
-    for extra in (baselines, partial(at_scale, one_launch=one_launch), kernel_times):
+    for extra in (baselines, partial(at_scale, best=best), kernel_times):
         try:
             found = extra(device)  # a line, or lines printed as they come (a limit may cut)
             for line in [found] if isinstance(found, str) else found:
@@ -132,13 +135,11 @@ def main() -> None:
             print(failure(getattr(extra, "func", extra).__name__, error))
 
 
-def fastest(
-    sound: list[tuple[int, tuple[object, ...], float]],
-) -> dict[tuple[int, str], tuple[float, tuple[object, ...]]]:
+def fastest(sound: list[tuple[int, tuple[object, ...], float]]) -> Best:
     """Per vocabulary, the fastest shape whose tokens were equal and stable (``"fastest"``),
     and the fastest of those in one launch (``ONE``, ``SPLIT`` off), with its µs: what the
     knobs' defaults are chosen from. The first of equal times wins."""
-    best = {}
+    best: Best = {}
     for vocab in dict.fromkeys(v for v, _, _ in sound):
         rows = [(us, shape) for v, shape, us in sound if v == vocab]
         for label, found in (("fastest", rows), (ONE, [r for r in rows if not r[1][0]])):
@@ -167,23 +168,22 @@ def baselines(device: torch.device) -> str:
     return f"the arrival counters' zero fill alone: {fill:.2f} µs; an empty call: {floor:.2f} µs"
 
 
-def at_scale(
-    device: torch.device, one_launch: dict[int, tuple[object, ...]] | None = None
-) -> Iterator[str]:
+def at_scale(device: torch.device, best: Best | None = None) -> Iterator[str]:
     """Issue 11's bound as the batch grows: at each of ``SCALES`` and each vocabulary, the
     default shape's replay, equality and stability, and the rate at which it reads the final
     rows (``bs x V`` float32; at bs 256 and V 128256, 131 MB of 2.1 GB of target rows),
-    against twice that read at ``BANDWIDTH``; at the largest batch, also ``one_launch``'s
-    shape for that vocabulary (the fastest sound one in the table), if any. A case that
-    fails (out of memory, say) gets its error and the others their lines."""
+    against twice that read at ``BANDWIDTH``; at the largest batch, also the table's picks
+    for that vocabulary (``best``, from :func:`fastest`) where they are not the default: the
+    shape the defaults would change to, and the one-launch one. A case that fails (out of
+    memory, say) gets its error and the others their lines."""
     default = tuple(getattr(kernel, name) for name in KNOBS)
-    one_launch = one_launch or {}
     try:
         for vocab in VOCABS:
             for bs in SCALES:
                 shapes = {"the default shape": default}
-                if bs == max(SCALES) and one_launch.get(vocab, default) != default:
-                    shapes[f"{ONE} ({knobs(one_launch[vocab])})"] = one_launch[vocab]
+                for (v, label), (_, shape) in (best or {}).items():
+                    if bs == max(SCALES) and v == vocab and shape not in shapes.values():
+                        shapes[f"{label} ({knobs(shape)})"] = shape
                 yield from scale_lines(TREE_TARGET.at_bs(bs), vocab, shapes, device)
     finally:
         set_shape(default)

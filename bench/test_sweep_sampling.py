@@ -36,8 +36,11 @@ def test_a_failing_shape_gets_its_error_and_the_others_their_rows(monkeypatch, c
     monkeypatch.setattr(sweep_sampling, "measure", measure)
     monkeypatch.setattr(sweep_sampling, "baselines", lambda device: "baselines")
 
-    def at_scale(device, one_launch):
-        assert one_launch == {32000: shapes[2]}  # the table's fastest one-launch shape
+    def at_scale(device, best):
+        assert best == {  # the table's picks
+            (32000, "fastest"): (0.5, quickest),
+            (32000, "one launch"): (2.0, shapes[2]),
+        }
         raise torch.cuda.OutOfMemoryError("2.1 GB")
 
     monkeypatch.setattr(sweep_sampling, "at_scale", at_scale)
@@ -160,7 +163,9 @@ def test_at_scale_times_the_default_shape_as_the_batch_grows(monkeypatch, on_cpu
         return (0.05 if bs == 1 else 0.256), bs == 1, True
 
     monkeypatch.setattr(sweep_sampling, "measure", measure)
-    lines = sweep_sampling.at_scale(torch.device("cpu"), one_launch={32000: single})
+    # The fastest shape is the default: timed once. The one-launch shape comes at bs 2 alone.
+    best = {(32000, "fastest"): (0.1, default), (32000, "one launch"): (0.3, single)}
+    lines = sweep_sampling.at_scale(torch.device("cpu"), best)
     assert not isinstance(lines, (str, list))  # printed as they come
     lines = list(lines)
     assert measured == [
@@ -168,7 +173,7 @@ def test_at_scale_times_the_default_shape_as_the_batch_grows(monkeypatch, on_cpu
         (40000, 2, default),
         (32000, 1, default),
         (32000, 2, default),
-        (32000, 2, single),  # the one-launch shape at the largest batch alone
+        (32000, 2, single),
     ]
     assert tuple(getattr(sweep_sampling.kernel, name) for name in sweep_sampling.KNOBS) == default
     # bs 2 at V 32000: 2 x 32000 x 4 bytes in 0.256 µs: 1 TB/s; twice the read at 4.3 TB/s:

@@ -171,8 +171,7 @@ def aot_launches() -> Iterator[tuple[Any, Any, dict[str, Any]]]:
 
 def sweep_launches() -> Iterator[tuple[Any, Any, dict[str, Any]]]:
     """bench/sweep_sampling.py's launch shapes on its inputs (built on the CPU): a compile
-    each, which its step of the GPU check would otherwise pay. At its larger batches, the
-    default shape and every one-launch shape at the largest (the run picks one of them)."""
+    each, which its step of the GPU check would otherwise pay."""
     import kernel_aot_variants as variants
     import torch
 
@@ -182,21 +181,13 @@ def sweep_launches() -> Iterator[tuple[Any, Any, dict[str, Any]]]:
     from eagle_fn.kernels import sampling as fused
 
     default = tuple(getattr(fused, name) for name in sweep.KNOBS)
-    one_launch = [shape for shape in sweep.SHAPES if not shape[0]]  # SPLIT off
-    largest = max(sweep.SCALES)
-    cases = [(sweep.TREE_TARGET, sweep.SHAPES)]
-    cases += [
-        (sweep.TREE_TARGET.at_bs(bs), [default, *(one_launch if bs == largest else [])])
-        for bs in sweep.SCALES
-    ]
     try:
         for vocab in sweep.VOCABS:
-            for case, shapes in cases:
-                inputs = sweep.sampling_inputs(case, vocab, torch.device("cpu"))
-                args = sampling.sampling_args(case.config, *inputs)
-                for shape in shapes:
-                    sweep.set_shape(shape)
-                    yield from variants.recorded_launches(partial(fused.sampling_core, *args))
+            inputs = sweep.sampling_inputs(sweep.TREE_TARGET, vocab, torch.device("cpu"))
+            args = sampling.sampling_args(sweep.TREE_TARGET.config, *inputs)
+            for shape in sweep.SHAPES:
+                sweep.set_shape(shape)
+                yield from variants.recorded_launches(partial(fused.sampling_core, *args))
     finally:
         sweep.set_shape(default)
 
