@@ -12,7 +12,7 @@ a False can be a rounding tie at a block boundary, not a bug) and whether 20 rep
 agree with the first (a race between a row's programs would break that). Then, per
 vocabulary, the fastest shape that was equal and stable, and the fastest in one launch; the
 fill and an empty call (:func:`baselines`); the default shape at bs 64, 128 and 256, and at
-bs 256 the fastest one-launch shape too (:func:`at_scale`), where the final rows outweigh
+bs 256 those two fastest shapes too (:func:`at_scale`), where the final rows outweigh
 the fixed latency that dominates bs 32; last, each kernel's own device time in the default
 shape (:func:`kernel_times`), the replay less the launches.
 """

@@ -163,14 +163,22 @@ def test_at_scale_times_the_default_shape_as_the_batch_grows(monkeypatch, on_cpu
         return (0.05 if bs == 1 else 0.256), bs == 1, True
 
     monkeypatch.setattr(sweep_sampling, "measure", measure)
-    # The fastest shape is the default: timed once. The one-launch shape comes at bs 2 alone.
-    best = {(32000, "fastest"): (0.1, default), (32000, "one launch"): (0.3, single)}
+    # At V 32000 the fastest shape is the default: timed once. The picks come at bs 2 alone.
+    split = sweep_sampling.SHAPES[5]
+    assert split[0]  # SPLIT
+    assert split != default
+    best = {
+        (40000, "fastest"): (0.2, split),
+        (32000, "fastest"): (0.1, default),
+        (32000, "one launch"): (0.3, single),
+    }
     lines = sweep_sampling.at_scale(torch.device("cpu"), best)
     assert not isinstance(lines, (str, list))  # printed as they come
     lines = list(lines)
     assert measured == [
         (40000, 1, default),
         (40000, 2, default),
+        (40000, 2, split),
         (32000, 1, default),
         (32000, 2, default),
         (32000, 2, single),
@@ -180,7 +188,7 @@ def test_at_scale_times_the_default_shape_as_the_batch_grows(monkeypatch, on_cpu
     # 0.119 µs. bs 1 at V 40000: 160 kB in 0.05 µs, 3.2 TB/s; the bound 0.074 µs.
     bound = "twice their read at 4.3 TB/s: 0.1 µs, over"
     knobs = sweep_sampling.knobs(single)
-    assert lines[3:] == [
+    assert lines[4:] == [
         f"bs 2, V 32000, the default shape: 0.26 µs (equal: False, stable: True), the final "
         f"rows read at 1.00 TB/s; {bound}",
         f"bs 2, V 32000, one launch ({knobs}): 0.26 µs (equal: False, stable: True), the "
