@@ -136,8 +136,8 @@ step targets bench.log 10 "$PY" bench/targets.py --from-json "$OUT/bench_cuda.js
 # (d) Where the fused stages' host time goes (issue 10's 50 µs target): Python or launch.
 step launch launch.log 30 env PYTHONPATH="src:bench" "$PY" bench/launch_overhead.py
 
-# (e) The fused sampling kernel's launch shapes, appended to bench.log: 26 shapes at two
-# vocabularies (up to 52 compiles where no cache was carried), then the default shape at
+# (e) The fused sampling kernel's launch shapes, appended to bench.log: 28 shapes at two
+# vocabularies (up to 56 compiles where no cache was carried), then the default shape at
 # bs 64, 128 and 256 and at bs 256 the table's fastest and fastest one-launch shapes (up to
 # 2.1 GB of target rows, made on the CPU), and the default's kernels' own device time (one
 # profiler session, last). Its limit grew by 90 s, taken from (f).

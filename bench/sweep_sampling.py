@@ -70,6 +70,12 @@ SHAPES = [
     (False, 2, 1, 4096, 16, 128, 64, 4),  # 96 KB in flight, no spills (Triton 3.6, sm_90)
     (False, 4, 1, 4096, 16, 128, 64, 3),  # 128 KB
     (True, 2, 128, 4096, 8, 128, 64, 3),
+    # 32 warps: a request's one SM sums each chunk 8 or 16 entries a thread instead of 16 or
+    # 32, and has more warps to wait on shared memory. 64 registers is all a 1024-thread
+    # program has: no spills, 96 KB of shared memory (Triton 3.6, sm_90); 8 blocks at once
+    # without the pipeline would spill 320 B.
+    (False, 2, 1, 4096, 32, 64, 64, 4),
+    (False, 1, 1, 8192, 32, 64, 64, 4),
 ]
 KNOBS = (
     "SPLIT",
