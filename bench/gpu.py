@@ -8,17 +8,22 @@ Each figure is measured the way a serving engine pays for it:
   is off while they run, as ``timeit`` has it: a benchmark process holds many objects, and a
   full collection landing in a loop times the process, not the call;
 - ``graph_us``: one call captured into a ``torch.cuda.CUDAGraph`` and replayed, timed with
-  CUDA events: the GPU time of the call with every host cost removed;
+  CUDA events: the GPU time of the call with every host cost removed, its inputs in L2
+  where they fit (each replay reads what the last one did);
+- ``graph_flushed_us``: the same replays, each timed alone after a write that evicts L2: the
+  inputs come from DRAM, the case of an engine's target rows (issue 11's bound is a DRAM
+  read);
 - ``kernels``: kernels of one call in ``torch.profiler``'s device events (copies and memsets
   are counted apart).
 
-Nothing here needs a GPU to import; the logic that does not touch one (the timing loop, event
+Nothing here needs a GPU to import; the logic that does not touch one (the timing loops, event
 classification, error capture) is checked on the CPU by ``bench/test_gpu.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import statistics
 import time
@@ -85,11 +90,60 @@ def collector_off() -> Iterator[None]:
 def graph_replay_us(
     fn: Callable[..., object], args: tuple[object, ...], *, replays: int = 200, warmup: int = 3
 ) -> float:
-    """µs per replay of one call captured into a CUDA graph, timed with CUDA events.
+    """µs per replay of one call captured into a CUDA graph, replayed back to back and timed
+    with CUDA events. What the call reads stays in L2 from one replay to the next where it
+    fits (bs 32 rows of 128256 float32 are 16 MB; an H100's L2 holds 50, and
+    ``bench/sweep_sampling.py`` prints the size where it runs): see :func:`flushed_replay_us`."""
+    graph = captured(fn, args, warmup)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / replays  # elapsed_time is in ms
 
-    The warm-up runs on a side stream, as capture requires (lazy initialization and the
-    allocator's first blocks stay out of the graph).
-    """
+
+def flushed_replay_us(
+    fn: Callable[..., object], args: tuple[object, ...], *, replays: int = 50, warmup: int = 3
+) -> float:
+    """µs per replay as :func:`graph_replay_us` captures it, each replay timed alone after
+    overwriting :func:`flush_bytes` of memory: the call reads its inputs from DRAM, as an
+    engine's verification reads target rows among many more written before it (a softmax over
+    ``[bs, N, V]`` outgrows L2), with written lines to evict as it goes. The overwrite takes
+    the GPU longer than the host takes to queue the replay behind it, so each timing holds
+    the replay's device time and no host time."""
+    graph = captured(fn, args, warmup)
+    flush = flush_buffer(torch.cuda.current_device())
+    timed = []
+    for _ in range(replays):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        timed.append((start, end))
+    timed[-1][1].synchronize()
+    return sum(start.elapsed_time(end) for start, end in timed) * 1e3 / replays
+
+
+def flush_bytes(l2_bytes: int) -> int:
+    """What overwrites an L2 of ``l2_bytes``: twice it, and at least 256 MiB (at a few TB/s,
+    tens of µs of GPU time, longer than a replay and two events take to queue)."""
+    return max(2 * l2_bytes, 256 << 20)
+
+
+@functools.cache
+def flush_buffer(device_index: int) -> torch.Tensor:
+    """One buffer of :func:`flush_bytes` per device, kept for the process."""
+    l2 = torch.cuda.get_device_properties(device_index).L2_cache_size
+    return torch.empty(flush_bytes(l2), dtype=torch.uint8, device=f"cuda:{device_index}")
+
+
+def captured(fn: Callable[..., object], args: tuple[object, ...], warmup: int) -> Any:
+    """A ``torch.cuda.CUDAGraph`` of ``fn(*args)``, replayed once (the first replay uploads
+    it). The warm-up runs on a side stream, as capture requires (lazy initialization and the
+    allocator's first blocks stay out of the graph)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -99,14 +153,8 @@ def graph_replay_us(
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn(*args)
-    graph.replay()  # first replay uploads the graph: keep it out of the timing
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / replays  # elapsed_time is in ms
+    graph.replay()
+    return graph
 
 
 def device_counts(events: Iterable[Any]) -> DeviceCounts:
@@ -169,8 +217,8 @@ def figure_or_error(info: dict[str, object], name: str, measure: Callable[[], ob
 
 def cuda_figures(fn: Callable[..., object], args: tuple[object, ...]) -> dict[str, object]:
     """``host_us`` (the median loop), ``host_min_us`` (the fastest: the least interference from
-    the rest of the machine), ``graph_us``, ``kernels`` and ``copies`` of ``fn(*args)`` on
-    CUDA."""
+    the rest of the machine), ``graph_us``, ``graph_flushed_us`` (L2 flushed before each
+    replay), ``kernels`` and ``copies`` of ``fn(*args)`` on CUDA."""
     info: dict[str, object] = {}
     sync = synchronize_on(torch.device("cuda"))
     figure_or_error(info, "host_us", lambda: host_loops_us(fn, args, sync=sync))
@@ -182,4 +230,5 @@ def cuda_figures(fn: Callable[..., object], args: tuple[object, ...]) -> dict[st
     if isinstance(launches, DeviceCounts):
         info.update(launches._asdict())
     figure_or_error(info, "graph_us", lambda: graph_replay_us(fn, args))
+    figure_or_error(info, "graph_flushed_us", lambda: flushed_replay_us(fn, args))
     return info

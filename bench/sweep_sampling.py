@@ -4,17 +4,20 @@ Run from the repository root on a CUDA machine (``bench/gpu_check.sh`` does)::
 
     PYTHONPATH=src:bench python bench/sweep_sampling.py
 
-For each vocabulary of ``bench_sampling.py`` and each launch shape (split or single program
-per request, blocks per program, or per load of a single program, programs, block width,
-warps, register cap, the walk's prefetch, pipelined chunk loads) it prints the CUDA-graph
-replay µs, whether the tokens equal the torch function's on the bench's inputs (smooth rows:
-a False can be a rounding tie at a block boundary, not a bug) and whether 20 repeated calls
-agree with the first (a race between a row's programs would break that). Then, per
-vocabulary, the fastest shape that was equal and stable, and the fastest in one launch; the
-fill and an empty call (:func:`baselines`); the default shape at bs 64, 128 and 256, and at
-bs 256 those two fastest shapes too (:func:`at_scale`), where the final rows outweigh
-the fixed latency that dominates bs 32; last, each kernel's own device time in the default
-shape (:func:`kernel_times`), the replay less the launches.
+For each vocabulary of ``bench_sampling.py`` and each launch shape (split or single program per
+request, blocks per program, or per load of a single program, programs, block width, warps,
+register cap, the walk's prefetch, pipelined chunk loads) it prints the CUDA-graph replay µs,
+back to back (the final rows stay in L2 where they fit: 16 MB at bs 32 and V 128256) and with
+L2 flushed before each (``bench/gpu.py``; the rows come from DRAM, as in an engine and as issue
+11's bound has them), whether the tokens equal the torch function's on the bench's inputs
+(smooth rows: a False can be a rounding tie at a block boundary, not a bug) and whether 20
+repeated calls agree with the first (a race between a row's programs would break that). Then,
+per vocabulary, the fastest shape that was equal and stable, and the fastest in one launch, by
+the flushed replay; the fill and an empty call (:func:`baselines`); the L2's size
+(:func:`l2_size`); the default shape at bs 64, 128 and 256, and at bs 256 those two fastest
+shapes too (:func:`at_scale`), where the final rows outweigh the fixed latency that dominates
+bs 32; last, each kernel's own device time in the default shape (:func:`kernel_times`), the
+replay less the launches.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import eagle_fn
 from bench_sampling import sampling_inputs
 from cases import TREE_TARGET, VOCABS
 from eagle_fn.kernels import sampling as kernel
-from gpu import device_us_per_call, graph_replay_us
+from gpu import device_us_per_call, flush_bytes, flushed_replay_us, graph_replay_us
 from targets import BANDWIDTH
 
 # SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS, MAXNREG, PREFETCH_N, STAGES
@@ -96,8 +99,10 @@ def set_shape(shape: tuple[object, ...]) -> None:
 
 
 REPEATS = 20
-# Per vocabulary and label ("fastest", ONE): the quickest sound shape's µs and the shape.
-Best = dict[tuple[int, str], tuple[float, tuple[object, ...]]]
+# A shape's replay µs: back to back, and with L2 flushed before each.
+Times = tuple[float, float]
+# Per vocabulary and label ("fastest", ONE): the quickest sound shape's times and the shape.
+Best = dict[tuple[int, str], tuple[Times, tuple[object, ...]]]
 # Batch sizes at_scale times, beside the table's 32. No compile of their own: the kernel does
 # not specialize on its batch-dependent ints, so the table's variants serve them.
 SCALES = (64, 128, 256)
@@ -110,29 +115,30 @@ def main() -> None:
     default = tuple(getattr(kernel, name) for name in KNOBS)
     columns = ["V", "split", "blocks/program", "programs", "BLOCK_V", "warps", "maxnreg"]
     columns += ["prefetch N", "stages"]
-    columns += ["replay µs", "equal", "stable"]
+    columns += ["replay µs", "flushed µs", "equal", "stable"]
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
-    sound: list[tuple[int, tuple[object, ...], float]] = []  # equal and stable rows
+    sound: list[tuple[int, tuple[object, ...], Times]] = []  # equal and stable rows
     for vocab in VOCABS:
         args = (TREE_TARGET.config, *sampling_inputs(TREE_TARGET, vocab, device))
         want = eagle_fn.verify_sampling(*args)
         for shape in SHAPES:
             cells = " | ".join(str(x) for x in shape)
             try:
-                us, equal, stable = measure(shape, args, want)
+                times, equal, stable = measure(shape, args, want)
             except Exception as error:  # one shape's failure keeps the others' rows (one GPU run)
                 print(f"| {vocab} | {cells} | failed: {type(error).__name__}: {error} |")
                 continue
-            print(f"| {vocab} | {cells} | {us:.2f} | {equal} | {stable} |", flush=True)
+            us = " | ".join(f"{t:.2f}" for t in times)
+            print(f"| {vocab} | {cells} | {us} | {equal} | {stable} |", flush=True)
             if equal and stable:
-                sound.append((vocab, shape, us))
+                sound.append((vocab, shape, times))
     set_shape(default)
     print()
     best = fastest(sound)
     print("\n".join(describe(*key, *found) for key, found in best.items()) or NONE_SOUND)
     # kernel_times last: a profiler session may slow the launches after it.
-    for extra in (baselines, partial(at_scale, best=best), kernel_times):
+    for extra in (baselines, l2_size, partial(at_scale, best=best), kernel_times):
         try:
             found = extra(device)  # a line, or lines printed as they come (a limit may cut)
             for line in [found] if isinstance(found, str) else found:
@@ -141,22 +147,28 @@ def main() -> None:
             print(failure(getattr(extra, "func", extra).__name__, error))
 
 
-def fastest(sound: list[tuple[int, tuple[object, ...], float]]) -> Best:
+def fastest(sound: list[tuple[int, tuple[object, ...], Times]]) -> Best:
     """Per vocabulary, the fastest shape whose tokens were equal and stable (``"fastest"``),
-    and the fastest of those in one launch (``ONE``, ``SPLIT`` off), with its µs: what the
-    knobs' defaults are chosen from. The first of equal times wins."""
+    and the fastest of those in one launch (``ONE``, ``SPLIT`` off), with its times: what the
+    knobs' defaults are chosen from. Fastest with L2 flushed first, as an engine reads the
+    rows; the first of equal times wins."""
     best: Best = {}
     for vocab in dict.fromkeys(v for v, _, _ in sound):
-        rows = [(us, shape) for v, shape, us in sound if v == vocab]
+        rows = [(times, shape) for v, shape, times in sound if v == vocab]
         for label, found in (("fastest", rows), (ONE, [r for r in rows if not r[1][0]])):
             if found:
-                best[vocab, label] = min(found, key=lambda row: row[0])
+                best[vocab, label] = min(found, key=lambda row: row[0][1])
     return best
 
 
-def describe(vocab: int, label: str, us: float, shape: tuple[object, ...]) -> str:
+def describe(vocab: int, label: str, times: Times, shape: tuple[object, ...]) -> str:
     """One line of :func:`fastest`'s findings."""
-    return f"V {vocab}, {label}: {us:.2f} µs at {knobs(shape)}"
+    return f"V {vocab}, {label}: {replays(times)} at {knobs(shape)}"
+
+
+def replays(times: Times) -> str:
+    """Both replay times, the flushed one first."""
+    return f"{times[1]:.2f} µs with L2 flushed first ({times[0]:.2f} µs without)"
 
 
 def knobs(shape: tuple[object, ...]) -> str:
@@ -166,22 +178,37 @@ def knobs(shape: tuple[object, ...]) -> str:
 
 def baselines(device: torch.device) -> str:
     """What a split launch spends beside its kernel, as replays of their own: the zero fill
-    of its arrival counters (bs int32), and an empty captured call (the method's floor). One
+    of its arrival counters (bs int32), and an empty captured call (each way's floor). One
     launch instead of two would save about their difference."""
     bs = TREE_TARGET.bs
-    fill = graph_replay_us(lambda: torch.zeros(bs, dtype=torch.int32, device=device), ())
-    floor = graph_replay_us(lambda: None, ())
-    return f"the arrival counters' zero fill alone: {fill:.2f} µs; an empty call: {floor:.2f} µs"
+    fill = timed(lambda: torch.zeros(bs, dtype=torch.int32, device=device), ())
+    floor = timed(lambda: None, ())
+    return (
+        f"the arrival counters' zero fill alone: {replays(fill)}; an empty call: {replays(floor)}"
+    )
+
+
+def l2_size(device: torch.device) -> str:
+    """The GPU's L2 and the write that evicts it before each flushed replay: where bs x V
+    float32 rows fit in it, a plain replay reads them from L2."""
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    mib = 1 << 20
+    return f"L2: {l2 / mib:.1f} MiB, overwritten with {flush_bytes(l2) / mib:.0f} MiB"
+
+
+def timed(fn: Any, args: tuple[Any, ...]) -> Times:
+    """``fn(*args)``'s replay µs, back to back and with L2 flushed before each."""
+    return graph_replay_us(fn, args), flushed_replay_us(fn, args)
 
 
 def at_scale(device: torch.device, best: Best | None = None) -> Iterator[str]:
     """Issue 11's bound as the batch grows: at each of ``SCALES`` and each vocabulary, the
-    default shape's replay, equality and stability, and the rate at which it reads the final
-    rows (``bs x V`` float32; at bs 256 and V 128256, 131 MB of 2.1 GB of target rows),
-    against twice that read at ``BANDWIDTH``; at the largest batch, also the table's picks
-    for that vocabulary (``best``, from :func:`fastest`) where they are not the default: the
-    shape the defaults would change to, and the one-launch one. A case that fails (out of
-    memory, say) gets its error and the others their lines."""
+    default shape's replays, equality and stability, and the rate at which it reads the final
+    rows with L2 flushed first (``bs x V`` float32; at bs 256 and V 128256, 131 MB of 2.1 GB of
+    target rows), against twice that read at ``BANDWIDTH``; at the largest batch, also the
+    table's picks for that vocabulary (``best``, from :func:`fastest`) where they are not the
+    default: the shape the defaults would change to, and the one-launch one. A case that fails
+    (out of memory, say) gets its error and the others their lines."""
     default = tuple(getattr(kernel, name) for name in KNOBS)
     try:
         for vocab in VOCABS:
@@ -210,14 +237,15 @@ def scale_lines(
     bound = 2 * rows / BANDWIDTH * 1e6
     for label, shape in shapes.items():
         try:
-            us, equal, stable = measure(shape, args, want)
+            times, equal, stable = measure(shape, args, want)
         except Exception as error:
             yield failure(f"{where}, {label}", error)
             continue
+        us = times[1]  # from DRAM, as the bound reads them
         yield (
-            f"{where}, {label}: {us:.2f} µs (equal: {equal}, stable: {stable}), the final rows "
-            f"read at {rows / us / 1e6:.2f} TB/s; twice their read at {BANDWIDTH / 1e12:.1f} "
-            f"TB/s: {bound:.1f} µs, {'within' if us <= bound else 'over'}"
+            f"{where}, {label}: {replays(times)} (equal: {equal}, stable: {stable}), the final "
+            f"rows read at {rows / us / 1e6:.2f} TB/s; twice their read at "
+            f"{BANDWIDTH / 1e12:.1f} TB/s: {bound:.1f} µs, {'within' if us <= bound else 'over'}"
         )
 
 
@@ -241,8 +269,8 @@ def kernel_times(device: torch.device) -> str:
 
 def measure(
     shape: tuple[object, ...], args: tuple[Any, ...], want: Any
-) -> tuple[float, bool, bool]:
-    """One shape's replay µs, whether it equals ``want`` and whether it repeats itself."""
+) -> tuple[Times, bool, bool]:
+    """One shape's replay times, whether it equals ``want`` and whether it repeats itself."""
     set_shape(shape)
     got = kernel.verify_sampling(*args)
     equal = all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
@@ -251,7 +279,7 @@ def measure(
         for _ in range(REPEATS)
         for a, b in zip(kernel.verify_sampling(*args), got, strict=True)
     )
-    return graph_replay_us(kernel.verify_sampling, args), equal, stable
+    return timed(kernel.verify_sampling, args), equal, stable
 
 
 if __name__ == "__main__":

@@ -6,10 +6,11 @@ Usage, from the repository root::
 
     python bench/targets.py --from-json bench_cuda.json
 
-Reads the Triton rows of the compact run (eager; CUDA-graph replay µs, host µs and launches
-per call, a launch being a kernel or a copy). A target whose rows or figures the run lacks
-is "not measured", with what is missing. Prints a markdown table for docs/performance.md,
-then a line of totals. bench/report.py renders the figures themselves, without thresholds.
+Reads the Triton rows of the compact run (eager; CUDA-graph replay µs, host µs and launches per
+call, a launch being a kernel or a copy; for issue 11, the replay with L2 flushed first). A target
+whose rows or figures the run lacks is "not measured", with what is missing. Prints a markdown table
+for docs/performance.md, then a line of totals. bench/report.py renders the figures themselves,
+without thresholds.
 """
 
 from __future__ import annotations
@@ -75,6 +76,22 @@ def one_launch_within(path: str, case: Case, bound_us: float) -> Callable[[Run],
     return check
 
 
+def sampling_within(path: str, bound_us: float) -> Callable[[Run], tuple[str, bool]]:
+    """Issue 11's bound on ``path`` at the bs-32 case: one launch, and the replay with L2
+    flushed first within ``bound_us``. The bound is a read from DRAM, and the plain replay
+    reads its 16 MB of final rows from L2 (each replay reads what the last one did): shown
+    beside, not judged."""
+
+    def check(run: Run) -> tuple[str, bool]:
+        n = launches(run, path, TREE_TARGET)
+        flushed = figure(run, path, TREE_TARGET, "graph_flushed_us")
+        warm = figure(run, path, TREE_TARGET, "graph_us")
+        text = f"{n} launch{'es' if n != 1 else ''}, {flushed:.2f} µs, L2 flushed first"
+        return f"{text} ({warm:.2f} µs without)", n == 1 and flushed <= bound_us
+
+    return check
+
+
 def scaling(run: Run) -> tuple[str, bool]:
     cells, ratios = [], []
     for path, (small, large) in STAGES.items():
@@ -120,7 +137,7 @@ TARGETS: list[tuple[str, Callable[[Run], tuple[str, bool]]]] = [
         (
             f"`verify_sampling`, V {v}, bs 32, k 4, S 4, N 16: 1 launch, ≤ {read_us(v):.2f} µs "
             f"replay (2x reading bs x V x 4 bytes at {BANDWIDTH / 1e12:.1f} TB/s)",
-            one_launch_within(f"verify_sampling_v{v}", TREE_TARGET, read_us(v)),
+            sampling_within(f"verify_sampling_v{v}", read_us(v)),
         )
         for v in VOCABS
     ),

@@ -82,9 +82,10 @@ def test_cuda_figures_gather_host_launches_and_replay(monkeypatch):
     monkeypatch.setattr(gpu, "host_loops_us", lambda fn, args, sync: [3.0, 1.5, 9.0])
     monkeypatch.setattr(gpu, "launches_per_call", lambda fn, args: gpu.DeviceCounts(4, 1))
     monkeypatch.setattr(gpu, "graph_replay_us", lambda fn, args: 2.0)
+    monkeypatch.setattr(gpu, "flushed_replay_us", lambda fn, args: 2.5)
     figures = gpu.cuda_figures(lambda: None, ())
     want = {"host_us": 3.0, "host_min_us": 1.5, "kernels": 4, "copies": 1, "graph_us": 2.0}
-    assert figures == want
+    assert figures == {**want, "graph_flushed_us": 2.5}
 
 
 def test_cuda_figures_keep_a_host_error(monkeypatch):
@@ -94,9 +95,10 @@ def test_cuda_figures_keep_a_host_error(monkeypatch):
     monkeypatch.setattr(gpu, "host_loops_us", broken)
     monkeypatch.setattr(gpu, "launches_per_call", lambda fn, args: gpu.DeviceCounts(4, 1))
     monkeypatch.setattr(gpu, "graph_replay_us", lambda fn, args: 2.0)
+    monkeypatch.setattr(gpu, "flushed_replay_us", lambda fn, args: 2.5)
     figures = gpu.cuda_figures(lambda: None, ())
     assert figures == {"host_us_error": "RuntimeError: no GPU", "kernels": 4, "copies": 1,
-                       "graph_us": 2.0}  # fmt: skip
+                       "graph_us": 2.0, "graph_flushed_us": 2.5}  # fmt: skip
 
 
 def event(name, device_type):
@@ -125,11 +127,12 @@ def test_figure_or_error_keeps_a_figure_or_records_its_error():
 
 
 class FakeCuda:
-    """The ``torch.cuda`` names ``graph_replay_us`` uses, logging each step: calls of the
-    timed function by stream or capture, replays, and events that say ``elapsed`` ms."""
+    """The ``torch.cuda`` names the replay timings use, logging each step: calls of the timed
+    function by stream or capture, replays, and events whose intervals say ``elapsed`` ms, in
+    turn."""
 
-    def __init__(self, elapsed):
-        self.log, self.where, self.elapsed = [], "current", elapsed
+    def __init__(self, *elapsed):
+        self.log, self.where, self.elapsed = [], "current", list(elapsed)
         test = self
 
         class Stream:
@@ -147,7 +150,7 @@ class FakeCuda:
                 test.log.append("sync")
 
             def elapsed_time(self, end):
-                return test.elapsed
+                return test.elapsed.pop(0)
 
         class CUDAGraph:
             def replay(self):
@@ -157,6 +160,9 @@ class FakeCuda:
 
     def current_stream(self):
         return self.Stream()
+
+    def current_device(self):
+        return 3
 
     @contextlib.contextmanager
     def stream(self, stream):
@@ -172,7 +178,7 @@ class FakeCuda:
 
 
 def test_graph_replay_us_warms_on_a_side_stream_and_times_replays_in_us(monkeypatch):
-    fake = FakeCuda(elapsed=3.0)  # ms for all timed replays
+    fake = FakeCuda(3.0)  # ms for all timed replays
     for name in ("Stream", "Event", "CUDAGraph", "current_stream", "stream", "graph"):
         monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
     us = gpu.graph_replay_us(lambda x: fake.log.append(f"call {fake.where} {x}"), (7,),
@@ -183,6 +189,32 @@ def test_graph_replay_us_warms_on_a_side_stream_and_times_replays_in_us(monkeypa
         "replay",  # the upload, untimed
         "record", "replay", "replay", "replay", "replay", "record", "sync",
     ]  # fmt: skip
+
+
+def test_flushed_replays_are_each_timed_alone_after_a_flush(monkeypatch):
+    fake = FakeCuda(0.004, 0.002, 0.009)  # ms, one interval a replay
+    for name in ("Stream", "Event", "CUDAGraph", "current_stream", "stream", "graph"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    monkeypatch.setattr(torch.cuda, "current_device", fake.current_device)
+    flush = SimpleNamespace(zero_=lambda: fake.log.append("flush"))
+    monkeypatch.setattr(gpu, "flush_buffer", lambda index: fake.log.append(index) or flush)
+    us = gpu.flushed_replay_us(lambda x: fake.log.append(f"call {fake.where} {x}"), (7,),
+                               replays=3, warmup=1)  # fmt: skip
+    assert us == pytest.approx(5.0)  # (4 + 2 + 9) µs over 3 replays
+    assert fake.log == [
+        "wait", "call side 7", "wait", "call capture 7",
+        "replay",  # the upload, untimed
+        3,  # the current device's flush buffer
+        "flush", "record", "replay", "record",
+        "flush", "record", "replay", "record",
+        "flush", "record", "replay", "record",
+        "sync",
+    ]  # fmt: skip
+
+
+def test_a_flush_overwrites_twice_the_l2_and_at_least_256_mib():
+    assert gpu.flush_bytes(50 << 20) == 256 << 20  # an H200's 50 MiB
+    assert gpu.flush_bytes(200 << 20) == 400 << 20
 
 
 def test_device_times_are_per_call_sums_by_name_of_device_events_only():
@@ -227,6 +259,21 @@ def test_cuda_figures_of_a_call():
     info = gpu.cuda_figures(lambda t: (t + 1) * 2, (x,))
     assert (info["kernels"], info["copies"]) == (2, 0)
     assert info["graph_us"] > 0
+    assert info["graph_flushed_us"] > 0
     assert info["host_us"] > 0
     # A view launches nothing: the figures still come back, with zero kernels.
     assert gpu.cuda_figures(lambda t: t[:8], (x,))["kernels"] == 0
+
+
+@CUDA
+def test_the_flush_buffer_overwrites_twice_the_l2():
+    index = torch.cuda.current_device()
+    buffer = gpu.flush_buffer(index)
+    l2 = torch.cuda.get_device_properties(index).L2_cache_size
+    assert l2 > 0
+    assert (buffer.numel(), buffer.dtype, buffer.device.index) == (
+        gpu.flush_bytes(l2),
+        torch.uint8,
+        index,
+    )
+    assert gpu.flush_buffer(index) is buffer  # kept: one allocation a process
