@@ -7,10 +7,10 @@ Usage, from the repository root::
     python bench/targets.py --from-json bench_cuda.json
 
 Reads the Triton rows of the compact run (eager; CUDA-graph replay µs, host µs and launches per
-call, a launch being a kernel or a copy; for issue 11, the replay with L2 flushed first). A target
-whose rows or figures the run lacks is "not measured", with what is missing. Prints a markdown table
-for docs/performance.md, then a line of totals. bench/report.py renders the figures themselves,
-without thresholds.
+call, a launch being a kernel or a copy; for issue 11, the replay with L2 flushed first). A
+target whose rows or figures the run lacks is "not measured", with what is missing. Prints a
+markdown table for docs/performance.md, then a line of totals. bench/report.py renders the
+figures themselves, without thresholds.
 """
 
 from __future__ import annotations
