@@ -137,10 +137,12 @@ step targets bench.log 10 "$PY" bench/targets.py --from-json "$OUT/bench_cuda.js
 step launch launch.log 30 env PYTHONPATH="src:bench" "$PY" bench/launch_overhead.py
 
 # (e) The fused sampling kernel's launch shapes, appended to bench.log: 28 shapes at two
-# vocabularies (up to 56 compiles where no cache was carried), then the default shape at
-# bs 64, 128 and 256 and at bs 256 the table's fastest and fastest one-launch shapes (up to
-# 2.1 GB of target rows, made on the CPU), and the default's kernels' own device time (one
-# profiler session, last). Its limit grew by 90 s, taken from (f).
+# vocabularies (up to 56 compiles where no cache was carried), each replayed back to back and
+# with L2 flushed first (50 replays, each after a 256 MiB write: a few ms a shape, worked out,
+# not timed), then the GPU's L2 size, the default shape at bs 64, 128 and 256 and at bs 256
+# the table's fastest and fastest one-launch shapes (up to 2.1 GB of target rows, made on the
+# CPU), and the default's kernels' own device time (one profiler session, last). Its limit
+# grew by 90 s, taken from (f).
 step sweep bench.log 130 env PYTHONPATH="src:bench" "$PY" bench/sweep_sampling.py
 
 # (f) The rest of the suite, which CI and the CPU torch matrix also run: least needed, so
