@@ -36,10 +36,14 @@ per call (the loop timed with one synchronize at its end):
 A second table times ``public`` again after one ``torch.profiler`` session over every stage,
 as the benchmark run opens one per case to count kernels: if the profiler leaves CUPTI's
 callbacks on, every later launch pays for them, and the benchmark's host figures with them.
+A third counts each stage's fresh outputs (as many as its op body allocates) and times
+allocating them one ``new_empty`` each, as the kernels do, against one a dtype split into them:
+on CUDA an allocation goes through the caching allocator (3.7 µs for one ``torch.empty`` on
+the H200's host, 2026-12-04), so this says what carving the outputs from one block would save.
 
 Diagnostic only: nothing here checks values.
-On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``python``, ``bind`` and ``key``
-mean anything: ``public`` and ``jit`` run the interpreter, about a second a call on the
+On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``python``, ``bind``, ``key`` and the
+third table mean anything: ``public`` and ``jit`` run the interpreter, about a second a call on the
 development CPU, so they take 2 calls there by default (2000 on CUDA); ``python``, ``bind``
 and ``key`` launch nothing and always take 2000.
 """
@@ -206,12 +210,13 @@ def stages(device: torch.device) -> dict[str, Callable[[], Any]]:
     target = agreeing_target(case, vt)
     first = step_inputs(cfg, 0, case.bs, device=device)
     later = step_inputs(cfg, 1, case.bs, device=device)
+    # Partials, not lambdas: allocations() reads their arguments.
     return {
-        "organize_tree": lambda: kernels.organize_tree(cfg, *lists),
-        "build_verify_tree QLEN": lambda: kernels.build_verify_tree(cfg, tree, bonus, seq_lens),
-        "verify_greedy": lambda: kernels.verify_greedy(cfg, vt, target),
-        "select_top_k step 0": lambda: kernels.select_top_k(cfg, 0, first.topk_p, first.topk_index),
-        "select_top_k step 1": lambda: kernels.select_top_k(cfg, 1, *later[:2], later.scores),
+        "organize_tree": partial(kernels.organize_tree, cfg, *lists),
+        "build_verify_tree QLEN": partial(kernels.build_verify_tree, cfg, tree, bonus, seq_lens),
+        "verify_greedy": partial(kernels.verify_greedy, cfg, vt, target),
+        "select_top_k step 0": partial(kernels.select_top_k, cfg, 0, *first[:2]),
+        "select_top_k step 1": partial(kernels.select_top_k, cfg, 1, *later[:2], later.scores),
     }
 
 
@@ -243,6 +248,70 @@ def main() -> None:
         print(after_profiling({name: found[name] for name in public}, public, device, calls))
     except Exception as error:  # the table above stays printed (one GPU run)
         print(f"after profiling: failed: {type(error).__name__}: {error}")
+    print()
+    print(allocations(found, device))
+
+
+def allocations(found: dict[str, Callable[[], Any]], device: torch.device) -> str:
+    """Each stage's fresh outputs (those whose memory none of its arguments holds) allocated
+    as the kernels do, one ``new_empty`` each, against one ``new_empty`` per dtype split into
+    them: what carving a stage's outputs from one block would save of its ``python`` figure
+    (on CUDA an allocation goes through the caching allocator). Nothing launches."""
+    lines = ["| stage | fresh outputs | one each µs | one a dtype µs |", "|---|---|---|---|"]
+    for name, stage in found.items():
+        try:
+            outputs = fresh_outputs(stage)
+            fns = allocators(outputs) if outputs else ()
+            times = [f"{per_call_us(fn, device, UNLAUNCHED_CALLS):.1f}" for fn in fns] or ["–"] * 2
+            lines.append(f"| {name} | {len(outputs)} | {' | '.join(times)} |")
+        except Exception as error:  # one stage's failure keeps the others' rows (one GPU run)
+            lines.append(f"| {name} | failed: {type(error).__name__}: {error} |")
+    return "\n".join(lines)
+
+
+def fresh_outputs(stage: Callable[[], Any]) -> list[torch.Tensor]:
+    """The output tensors of ``stage()`` on memory of their own, one per block of memory."""
+    held = {storage(t) for t in tensors_in(getattr(stage, "args", ()))}
+    fresh: dict[int, torch.Tensor] = {}
+    for t in tensors_in(stage()):
+        fresh.setdefault(storage(t), t)  # the first tensor seen on each block
+    return [t for key, t in fresh.items() if key not in held]
+
+
+def storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors in ``value``, inside tuples (NamedTuples) and lists too."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in tensors_in(item)]
+    return []
+
+
+def allocators(outputs: list[torch.Tensor]) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """Calls allocating tensors of ``outputs``' shapes and dtypes: one ``new_empty`` each, and
+    one a dtype, split and viewed into the shapes."""
+    like = outputs[0]
+    shapes = [(t.shape, t.dtype) for t in outputs]
+    by_dtype: dict[torch.dtype, list[torch.Size]] = {}
+    for shape, dtype in shapes:
+        by_dtype.setdefault(dtype, []).append(shape)
+
+    def one_each() -> list[torch.Tensor]:
+        return [like.new_empty(shape, dtype=dtype) for shape, dtype in shapes]
+
+    def one_a_dtype() -> list[torch.Tensor]:
+        made = []
+        for dtype, group in by_dtype.items():
+            sizes = [shape.numel() for shape in group]
+            parts = like.new_empty(sum(sizes), dtype=dtype).split(sizes)
+            made += [part.view(shape) for part, shape in zip(parts, group, strict=True)]
+        return made
+
+    return one_each, one_a_dtype
 
 
 def after_profiling(

@@ -4,6 +4,7 @@ import math
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,13 @@ def test_every_stage_gets_a_row():
     assert [cells[0] for cells in again] == stages
     assert [cells[1] for cells in again] == [row.strip("| ").split(" | ")[2] for row in rows]
     assert all(math.isfinite(float(cells[2])) for cells in again)
+    # The third: each stage's fresh outputs, as many as its op body allocates, and the time to
+    # allocate them one each and one block a dtype.
+    fresh = [row.strip("| ").split(" | ") for row in table_rows(stdout, 2)]
+    assert [(cells[0], int(cells[1])) for cells in fresh] == list(
+        zip(stages, [3, 6, 3, 2, 5], strict=True)
+    )
+    assert all(math.isfinite(float(x)) and float(x) >= 0 for cells in fresh for x in cells[2:])
 
 
 BROKEN_FIRST = (
@@ -73,11 +81,37 @@ BROKEN_FIRST = (
 )
 
 
+def test_fresh_outputs_leave_out_memory_the_arguments_hold_and_repeated_blocks():
+    import launch_overhead
+
+    x, y = torch.zeros(4), torch.zeros(2, 3, dtype=torch.int64)
+
+    def stage(a, b):
+        made = torch.ones(5)
+        return (a.view(2, 2), [made, made[1:]], b[0].new_empty(3), {"ignored": made})
+
+    fresh = launch_overhead.fresh_outputs(partial(stage, x, (y,)))
+    assert [(tuple(t.shape), t.dtype) for t in fresh] == [
+        ((5,), torch.float32),
+        ((3,), torch.int64),
+    ]
+    one_each, one_a_dtype = launch_overhead.allocators([*fresh, torch.zeros(2, 2)])
+    for made in (one_each(), one_a_dtype()):
+        # The grouped call returns its float32 tensors first: one block a dtype.
+        got = sorted((tuple(t.shape), str(t.dtype)) for t in made)
+        assert got == [((2, 2), "torch.float32"), ((3,), "torch.int64"), ((5,), "torch.float32")]
+    float32 = [t for t in one_a_dtype() if t.dtype == torch.float32]
+    assert float32[0].untyped_storage().data_ptr() == float32[1].untyped_storage().data_ptr()
+
+
 def test_a_failing_stage_gets_its_error_and_the_others_their_rows():
     stdout = run_python(["-c", BROKEN_FIRST])
     rows = table_rows(stdout)
     assert rows[0] == "| broken | failed: ZeroDivisionError: division by zero |"
     assert len(rows) == 6
+    fresh = table_rows(stdout, 2)
+    assert fresh[0] == "| broken | failed: ZeroDivisionError: division by zero |"
+    assert len(fresh) == 6
     assert all(row.count(" | ") == 10 for row in rows[1:])  # every figure of the other stages
     assert len(table_rows(stdout, 1)) == 5  # profiled again: the stages that ran
 
@@ -193,7 +227,10 @@ def test_a_failing_profiler_leaves_the_first_table(monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["launch_overhead.py", "--device", "cpu"])
     launch_overhead.main()
     out = capsys.readouterr().out
-    assert out.endswith("| a |\n\nafter profiling: failed: RuntimeError: no kineto\n")
+    first, after, fresh = out.split("\n\n")
+    assert first.endswith("| a |")
+    assert after == "after profiling: failed: RuntimeError: no kineto"
+    assert fresh.endswith("| a | 0 | – | – |\n")  # the last table still comes
 
 
 def test_the_addresses_column_passes_each_tensor_as_its_address():
