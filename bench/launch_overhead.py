@@ -38,13 +38,13 @@ as the benchmark run opens one per case to count kernels: if the profiler leaves
 callbacks on, every later launch pays for them, and the benchmark's host figures with them.
 A third counts each stage's fresh outputs (as many as its op body allocates) and times
 allocating them one ``new_empty`` each, as the kernels do, against one a dtype split into them:
-on CUDA an allocation goes through the caching allocator (3.7 µs for one ``torch.empty`` on
-the H200's host, 2026-12-04), so this says what carving the outputs from one block would save.
+on CUDA an allocation goes through the caching allocator (3.7 µs for one ``torch.empty`` on the
+H200's host, 2026-12-04), so this says what carving the outputs from one block would save.
 
 Diagnostic only: nothing here checks values.
 On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``python``, ``bind``, ``key`` and the
-third table mean anything: ``public`` and ``jit`` run the interpreter, about a second a call on the
-development CPU, so they take 2 calls there by default (2000 on CUDA); ``python``, ``bind``
+third table mean anything: ``public`` and ``jit`` run the interpreter, about a second a call on
+the development CPU, so they take 2 calls there by default (2000 on CUDA); ``python``, ``bind``
 and ``key`` launch nothing and always take 2000.
 """
 

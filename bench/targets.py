@@ -79,8 +79,8 @@ def one_launch_within(path: str, case: Case, bound_us: float) -> Callable[[Run],
 def sampling_within(path: str, bound_us: float) -> Callable[[Run], tuple[str, bool]]:
     """Issue 11's bound on ``path`` at the bs-32 case: one launch, and the replay with L2
     flushed first within ``bound_us``. The bound is a read from DRAM, and the plain replay
-    reads its 16 MB of final rows from L2 (each replay reads what the last one did): shown
-    beside, not judged."""
+    likely reads the final rows from L2 (16 MB at V 128256; each replay reads what the last
+    one did): shown beside, not judged."""
 
     def check(run: Run) -> tuple[str, bool]:
         n = launches(run, path, TREE_TARGET)
