@@ -13,8 +13,10 @@ Each figure is measured the way a serving engine pays for it:
 - ``graph_flushed_us``: the same replays, each timed alone after a write that evicts L2: the
   inputs come from DRAM, the case of an engine's target rows (issue 11's bound is a DRAM
   read);
-- ``kernels``: kernels of one call in ``torch.profiler``'s device events (copies and memsets
-  are counted apart).
+- ``kernels``: kernel nodes of a CUDA graph captured from one call, copies and memsets
+  counted apart (``eagle_fn.profiling.count_launches``). Not ``torch.profiler``: Kineto
+  keeps CUPTI attached after a session, which can slow every later launch in the process
+  (pytorch/pytorch#144455), and each case's host loop follows the cases before it.
 
 Nothing here needs a GPU to import; the logic that does not touch one (the timing loops, event
 classification, error capture) is checked on the CPU by ``bench/test_gpu.py``.
@@ -28,18 +30,11 @@ import gc
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
-from eagle_fn.profiling import COPY_EVENTS
-
-
-class DeviceCounts(NamedTuple):
-    """Device-side work of one call: kernel launches and copies/memsets."""
-
-    kernels: int
-    copies: int
+from eagle_fn.profiling import Launches, capture_graph, count_launches
 
 
 def synchronize_on(device: torch.device) -> Callable[[], None]:
@@ -141,37 +136,17 @@ def flush_buffer(device_index: int) -> torch.Tensor:
 
 
 def captured(fn: Callable[..., object], args: tuple[object, ...], warmup: int) -> Any:
-    """A ``torch.cuda.CUDAGraph`` of ``fn(*args)``, replayed once (the first replay uploads
-    it). The warm-up runs on a side stream, as capture requires (lazy initialization and the
-    allocator's first blocks stay out of the graph)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(warmup):
-            fn(*args)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn(*args)
+    """A ``torch.cuda.CUDAGraph`` of ``fn(*args)`` (``warmup`` calls first, on a side
+    stream), replayed once: the first replay uploads it."""
+    graph = capture_graph(functools.partial(fn, *args), warmup=warmup)
     graph.replay()
     return graph
 
 
-def device_counts(events: Iterable[Any]) -> DeviceCounts:
-    """Kernels and copies among profiler events: the events that ran on a CUDA device."""
-    kernels = copies = 0
-    for event in events:
-        if event.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        if event.name.startswith(COPY_EVENTS):
-            copies += 1
-        else:
-            kernels += 1
-    return DeviceCounts(kernels, copies)
-
-
 def profiled_events(fn: Callable[..., object], args: tuple[object, ...], calls: int) -> Any:
-    """``torch.profiler``'s events of ``calls`` calls of ``fn(*args)``, after a warm-up call."""
+    """``torch.profiler``'s events of ``calls`` calls of ``fn(*args)``, after a warm-up call.
+    Kineto leaves CUPTI attached after the session (``eagle_fn.profiling.count_launches``
+    says why that matters): open one only after every timing a process takes."""
     fn(*args)
     torch.cuda.synchronize()
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
@@ -180,11 +155,6 @@ def profiled_events(fn: Callable[..., object], args: tuple[object, ...], calls: 
             fn(*args)
         torch.cuda.synchronize()
     return prof.events()
-
-
-def launches_per_call(fn: Callable[..., object], args: tuple[object, ...]) -> DeviceCounts:
-    """Kernels and copies of one call (after a warm-up call), from ``torch.profiler``."""
-    return device_counts(profiled_events(fn, args, 1))
 
 
 def device_us_by_name(events: Iterable[Any], calls: int) -> dict[str, float]:
@@ -225,9 +195,9 @@ def cuda_figures(fn: Callable[..., object], args: tuple[object, ...]) -> dict[st
     loops = info.get("host_us")
     if isinstance(loops, list):
         info.update(host_us=statistics.median(loops), host_min_us=min(loops))
-    figure_or_error(info, "launches", lambda: launches_per_call(fn, args))
+    figure_or_error(info, "launches", lambda: count_launches(fn, *args))
     launches = info.pop("launches", None)
-    if isinstance(launches, DeviceCounts):
+    if isinstance(launches, Launches):
         info.update(launches._asdict())
     figure_or_error(info, "graph_us", lambda: graph_replay_us(fn, args))
     figure_or_error(info, "graph_flushed_us", lambda: flushed_replay_us(fn, args))

@@ -34,8 +34,9 @@ per call (the loop timed with one synchronize at its end):
   argument.
 
 A second table times ``public`` again after one ``torch.profiler`` session over every stage,
-as the benchmark run opens one per case to count kernels: if the profiler leaves CUPTI's
-callbacks on, every later launch pays for them, and the benchmark's host figures with them.
+as the benchmark runs up to 2026-12-05 opened one per case to count kernels (they count graph
+nodes now, ``bench/gpu.py``): Kineto keeps CUPTI attached after a session, and if its callbacks
+slow every later launch, those runs' host figures paid for them.
 A third counts each stage's fresh outputs (as many as its op body allocates) and times
 allocating them one ``new_empty`` each, as the kernels do, against one a dtype split into them:
 on CUDA an allocation goes through the caching allocator (3.7 µs for one ``torch.empty`` on the
@@ -318,9 +319,9 @@ def after_profiling(
     found: dict[str, Callable[[], Any]], before: dict[str, float], device: torch.device, calls: int
 ) -> str:
     """The ``public`` figures again after one ``torch.profiler`` session over every stage, as
-    the benchmark run's kernel counts open one per case (``bench/gpu.py``): a profiler that
-    leaves CUPTI's callbacks on slows every later launch, and with them the benchmark's own
-    host figures, which then exceed these tables'."""
+    the benchmark runs' kernel counts opened one per case until 2026-12-05: a profiler that
+    leaves CUPTI's callbacks on slows every later launch, and with them those runs' host
+    figures, which then exceed these tables'."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)

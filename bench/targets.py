@@ -49,7 +49,7 @@ def figure(run: Run, path: str, case: Case, name: str) -> float:
     row = next((r for r in run.rows if (r.path, r.backend, r.mode, r.case) == want), None)
     if row is None:
         raise NotMeasuredError(f"no Triton row of `{path}` at {case_text(case)}")
-    if name == "copies":  # recorded only where the profiler saw some
+    if name == "copies":  # runs before 2026-12-05 (profiler counts) recorded none as absent
         return float(row.info.get("copies") or 0)
     if row.info.get(name) is None:
         raise NotMeasuredError(f"`{path}` at {case_text(case)} has no {name}")

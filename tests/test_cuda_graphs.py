@@ -20,6 +20,7 @@ from eagle_fn import (
     verify_greedy,
     verify_sampling,
 )
+from eagle_fn.profiling import Launches, count_launches
 from helpers.asserts import on
 from helpers.drafts import draft_lists, multilayer, step_inputs
 from helpers.sampling_inputs import target_rows
@@ -253,3 +254,50 @@ def test_rank_keys_first_needed_in_a_capture_are_built_into_the_graph(fresh_cach
     replay_on(graph, static, fresh)
     assert_equal_outputs(out, organize(*fresh))
     assert key in _memo._cache  # the eager call caches them
+
+
+def profiled(fn, *args):
+    """Kernels and copies of one call as torch.profiler's device events show them."""
+    fn(*args)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    copies = sum(name.startswith(("Memcpy", "Memset")) for name in names)
+    return Launches(len(names) - copies, copies)
+
+
+def counted_call(name):
+    """A call of each kind count_launches must count as the profiler does: elementwise ops,
+    copies and fills, tens of kernels with a copy among them, a fused Triton launch."""
+    x = torch.arange(4096, device=CUDA, dtype=torch.float32)
+    vt = verify_tree(TREE, 0)
+    target = agreeing_target(vt, gen(0)).to(CUDA)
+    calls = {
+        "elementwise": (lambda t: (t + 1) * 2, (x,)),
+        "copies": (lambda t: (t.clone(), t.zero_(), t.new_zeros(5)), (x.clone(),)),
+        "a view": (lambda t: t[:8], (x,)),
+        "organize_tree": (lambda *a: organize_tree(TREE, *a), lists(TREE, 0)),
+        "verify_greedy": (lambda *a: verify_greedy(TREE, *a), (on(vt, CUDA), target)),
+    }
+    if name.startswith("triton"):
+        kernels = kernel_module()
+        calls[name] = (lambda *a: kernels.organize_tree(TREE, *a), lists(TREE, 0))
+    return calls[name]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["elementwise", "copies", "a view", "organize_tree", "verify_greedy", "triton organize_tree"],
+)
+def test_launch_counts_are_the_profilers(name):
+    fn, args = counted_call(name)
+    counted = count_launches(fn, *args)
+    assert counted == profiled(fn, *args)
+    if name == "elementwise":
+        assert counted == Launches(2, 0)
+    if name == "a view":
+        assert counted == Launches(0, 0)
+    if name == "copies":  # a same-device contiguous clone is a memcpy (Memcpy DtoD)
+        assert counted.copies >= 1

@@ -1,8 +1,13 @@
-"""profiling.time_us on a fake clock: what it calls, what it returns, the GC state it leaves."""
+"""profiling.time_us on a fake clock (what it calls, what it returns, the GC state it leaves);
+the launch counter on a fake CUDA driver and a logged capture (tests/test_cuda_graphs.py
+checks it against torch.profiler on a GPU)."""
 
+import contextlib
 import gc
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from eagle_fn import profiling
 
@@ -55,3 +60,107 @@ def test_time_us_restores_gc_when_the_function_raises():
         profiling.time_us(fn, number=2, repeat=3)
     assert gc.isenabled()
     assert calls == [True, True, False]
+
+
+class FakeDriver:
+    """Graphs as lists of node handles, node types by handle, child graphs by node."""
+
+    def __init__(self, graphs, types, children):
+        self.graphs, self.types, self.children = graphs, types, children
+
+    def nodes(self, graph):
+        return self.graphs[graph]
+
+    def node_type(self, node):
+        return self.types[node]
+
+    def child_graph(self, node):
+        return self.children[node]
+
+
+KERNEL, MEMCPY, MEMSET, CHILD, EVENT = 0, 1, 2, 4, 7  # CUgraphNodeType, from cuda.h
+# Graph 1: a kernel, a child graph (a memcpy, a kernel, and a child of its own with one
+# memset), a memset and an event record node; graph 5 is empty.
+NESTED = FakeDriver(
+    graphs={1: [10, 11, 12, 13], 2: [20, 21, 22], 3: [30], 5: []},
+    types={
+        10: KERNEL,
+        11: CHILD,
+        12: MEMSET,
+        13: EVENT,
+        20: MEMCPY,
+        21: KERNEL,
+        22: CHILD,
+        30: MEMSET,
+    },
+    children={11: 2, 22: 3},
+)
+
+
+def test_node_types_walk_child_graphs_in_place():
+    assert list(profiling._node_types(1, NESTED)) == [KERNEL, MEMCPY, KERNEL, MEMSET, MEMSET, EVENT]
+    assert list(profiling._node_types(5, NESTED)) == []
+
+
+@pytest.mark.parametrize(("graph", "want"), [(1, (2, 3)), (5, (0, 0))], ids=["nested", "empty"])
+def test_launches_are_kernel_nodes_and_copy_or_fill_nodes(monkeypatch, graph, want):
+    calls, captures = [], []
+
+    def capture_graph(call, *, warmup=1, keep_graph=False):
+        captures.append((warmup, keep_graph))
+        call()
+        return SimpleNamespace(raw_cuda_graph=lambda: graph)
+
+    monkeypatch.setattr(profiling, "capture_graph", capture_graph)
+    monkeypatch.setattr(profiling, "_driver", lambda: NESTED)
+    got = profiling.count_launches(lambda *a, **k: calls.append((a, k)), 1, x=2)
+    assert got == profiling.Launches(*want)
+    assert calls == [((1,), {"x": 2})]
+    assert captures == [(1, True)]  # the graph kept, to read its nodes
+    assert profiling.count_kernels(lambda: None) == want[0]
+
+
+class LoggedCuda:
+    """The torch.cuda names capture_graph uses, logging where each call of the function runs."""
+
+    def __init__(self):
+        self.log, self.where = [], "current"
+        test = self
+
+        class Stream:
+            def wait_stream(self, other):
+                test.log.append("wait")
+
+        class CUDAGraph:
+            def __init__(self, keep_graph=False):
+                test.log.append(f"graph keep={keep_graph}")
+
+        self.Stream, self.CUDAGraph = Stream, CUDAGraph
+
+    def current_stream(self):
+        return self.Stream()
+
+    @contextlib.contextmanager
+    def stream(self, stream):
+        self.where = "side"
+        yield
+        self.where = "current"
+
+    @contextlib.contextmanager
+    def graph(self, graph):
+        self.where = "capture"
+        yield
+        self.where = "current"
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_capture_warms_up_on_a_side_stream_then_captures_once(monkeypatch, keep):
+    fake = LoggedCuda()
+    for name in ("Stream", "CUDAGraph", "current_stream", "stream", "graph"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    graph = profiling.capture_graph(lambda: fake.log.append(f"call {fake.where}"), warmup=2,
+                                    keep_graph=keep)  # fmt: skip
+    assert isinstance(graph, fake.CUDAGraph)
+    assert fake.log == [
+        "wait", "call side", "call side", "wait", f"graph keep={keep}", "call capture",
+    ]  # fmt: skip
