@@ -33,18 +33,18 @@ per call (the loop timed with one synchronize at its end):
 - ``empty``: one ``torch.empty`` on the device, of the shape of the launch's first tensor
   argument.
 
-A second table times ``public`` again after one ``torch.profiler`` session over every stage,
-as the benchmark runs up to 2026-12-05 opened one per case to count kernels (they count graph
-nodes now, ``bench/gpu.py``): Kineto keeps CUPTI attached after a session, and if its callbacks
-slow every later launch, those runs' host figures paid for them.
-A third counts each stage's fresh outputs (as many as its op body allocates) and times
+A second table counts each stage's fresh outputs (as many as its op body allocates) and times
 allocating them one ``new_empty`` each, as the kernels do, against one a dtype split into them:
 on CUDA an allocation goes through the caching allocator (3.7 µs for one ``torch.empty`` on the
 H200's host, 2026-12-04), so this says what carving the outputs from one block would save.
+The last times ``public`` again after one ``torch.profiler`` session over every stage, as the
+benchmark runs up to 2026-12-05 opened one per case to count kernels (they count graph nodes
+now, ``bench/gpu.py``): Kineto keeps CUPTI attached after a session, and if its callbacks slow
+every later launch, those runs' host figures paid for them.
 
 Diagnostic only: nothing here checks values.
 On a CPU (``--device cpu``, ``TRITON_INTERPRET=1``) only ``python``, ``bind``, ``key`` and the
-third table mean anything: ``public`` and ``jit`` run the interpreter, about a second a call on
+second table mean anything: ``public`` and ``jit`` run the interpreter, about a second a call on
 the development CPU, so they take 2 calls there by default (2000 on CUDA); ``python``, ``bind``
 and ``key`` launch nothing and always take 2000.
 """
@@ -245,12 +245,12 @@ def main() -> None:
         except Exception as error:  # one stage's failure keeps the others' rows (one GPU run)
             print(f"| {name} | failed: {type(error).__name__}: {error} |")
     print()
-    try:
-        print(after_profiling({name: found[name] for name in public}, public, device, calls))
-    except Exception as error:  # the table above stays printed (one GPU run)
-        print(f"after profiling: failed: {type(error).__name__}: {error}")
-    print()
     print(allocations(found, device))
+    print()
+    try:  # last: Kineto may leave CUPTI attached, and every launch after it paying for that
+        print(after_profiling({name: found[name] for name in public}, public, device, calls))
+    except Exception as error:  # the tables above stay printed (one GPU run)
+        print(f"after profiling: failed: {type(error).__name__}: {error}")
 
 
 def allocations(found: dict[str, Callable[[], Any]], device: torch.device) -> str:

@@ -56,19 +56,19 @@ def test_every_stage_gets_a_row():
     columns = (2, 3, 4, 5, 6, 7, 10)
     figures = [float(row.strip("| ").split(" | ")[i]) for row in rows for i in columns]
     assert all(math.isfinite(x) and x >= 0 for x in figures), figures
-    # The second table: each stage's public figure again, as the first table printed it,
-    # then after the profiler.
-    again = [row.strip("| ").split(" | ") for row in table_rows(stdout, 1)]
-    assert [cells[0] for cells in again] == stages
-    assert [cells[1] for cells in again] == [row.strip("| ").split(" | ")[2] for row in rows]
-    assert all(math.isfinite(float(cells[2])) for cells in again)
-    # The third: each stage's fresh outputs, as many as its op body allocates, and the time to
-    # allocate them one each and one block a dtype.
-    fresh = [row.strip("| ").split(" | ") for row in table_rows(stdout, 2)]
+    # The second table: each stage's fresh outputs, as many as its op body allocates, and the
+    # time to allocate them one each and one block a dtype.
+    fresh = [row.strip("| ").split(" | ") for row in table_rows(stdout, 1)]
     assert [(cells[0], int(cells[1])) for cells in fresh] == list(
         zip(stages, [3, 6, 3, 2, 5], strict=True)
     )
     assert all(math.isfinite(float(x)) and float(x) >= 0 for cells in fresh for x in cells[2:])
+    # The last: each stage's public figure again, as the first table printed it, then after
+    # the profiler.
+    again = [row.strip("| ").split(" | ") for row in table_rows(stdout, 2)]
+    assert [cells[0] for cells in again] == stages
+    assert [cells[1] for cells in again] == [row.strip("| ").split(" | ")[2] for row in rows]
+    assert all(math.isfinite(float(cells[2])) for cells in again)
 
 
 BROKEN_FIRST = (
@@ -109,11 +109,11 @@ def test_a_failing_stage_gets_its_error_and_the_others_their_rows():
     rows = table_rows(stdout)
     assert rows[0] == "| broken | failed: ZeroDivisionError: division by zero |"
     assert len(rows) == 6
-    fresh = table_rows(stdout, 2)
+    fresh = table_rows(stdout, 1)
     assert fresh[0] == "| broken | failed: ZeroDivisionError: division by zero |"
     assert len(fresh) == 6
     assert all(row.count(" | ") == 10 for row in rows[1:])  # every figure of the other stages
-    assert len(table_rows(stdout, 1)) == 5  # profiled again: the stages that ran
+    assert len(table_rows(stdout, 2)) == 5  # profiled again: the stages that ran
 
 
 def test_the_python_figure_times_the_stage_with_nothing_launched(monkeypatch):
@@ -215,7 +215,7 @@ def test_the_uncached_figure_launches_through_triton_itself():
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
 
 
-def test_a_failing_profiler_leaves_the_first_table(monkeypatch, capsys):
+def test_a_failing_profiler_leaves_the_tables_before_it(monkeypatch, capsys):
     import launch_overhead
 
     def broken(*args):
@@ -227,10 +227,10 @@ def test_a_failing_profiler_leaves_the_first_table(monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["launch_overhead.py", "--device", "cpu"])
     launch_overhead.main()
     out = capsys.readouterr().out
-    first, after, fresh = out.split("\n\n")
+    first, fresh, after = out.split("\n\n")
     assert first.endswith("| a |")
-    assert after == "after profiling: failed: RuntimeError: no kineto"
-    assert fresh.endswith("| a | 0 | – | – |\n")  # the last table still comes
+    assert fresh.endswith("| a | 0 | – | – |")
+    assert after == "after profiling: failed: RuntimeError: no kineto\n"
 
 
 def test_the_addresses_column_passes_each_tensor_as_its_address():
