@@ -1,13 +1,11 @@
 """profiling.time_us on a fake clock (what it calls, what it returns, the GC state it leaves);
-the launch counter on a fake CUDA driver and a logged capture (tests/test_cuda_graphs.py
-checks it against torch.profiler on a GPU)."""
+the launch counter on a fake CUDA driver (tests/test_cuda_graphs.py checks it against
+torch.profiler on a GPU; bench/test_gpu.py logs capture_graph's order through bench/gpu.py)."""
 
-import contextlib
 import gc
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 from eagle_fn import profiling
 
@@ -118,49 +116,3 @@ def test_launches_are_kernel_nodes_and_copy_or_fill_nodes(monkeypatch, graph, wa
     assert calls == [((1,), {"x": 2})]
     assert captures == [(1, True)]  # the graph kept, to read its nodes
     assert profiling.count_kernels(lambda: None) == want[0]
-
-
-class LoggedCuda:
-    """The torch.cuda names capture_graph uses, logging where each call of the function runs."""
-
-    def __init__(self):
-        self.log, self.where = [], "current"
-        test = self
-
-        class Stream:
-            def wait_stream(self, other):
-                test.log.append("wait")
-
-        class CUDAGraph:
-            def __init__(self, keep_graph=False):
-                test.log.append(f"graph keep={keep_graph}")
-
-        self.Stream, self.CUDAGraph = Stream, CUDAGraph
-
-    def current_stream(self):
-        return self.Stream()
-
-    @contextlib.contextmanager
-    def stream(self, stream):
-        self.where = "side"
-        yield
-        self.where = "current"
-
-    @contextlib.contextmanager
-    def graph(self, graph):
-        self.where = "capture"
-        yield
-        self.where = "current"
-
-
-@pytest.mark.parametrize("keep", [True, False])
-def test_capture_warms_up_on_a_side_stream_then_captures_once(monkeypatch, keep):
-    fake = LoggedCuda()
-    for name in ("Stream", "CUDAGraph", "current_stream", "stream", "graph"):
-        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
-    graph = profiling.capture_graph(lambda: fake.log.append(f"call {fake.where}"), warmup=2,
-                                    keep_graph=keep)  # fmt: skip
-    assert isinstance(graph, fake.CUDAGraph)
-    assert fake.log == [
-        "wait", "call side", "call side", "wait", f"graph keep={keep}", "call capture",
-    ]  # fmt: skip
