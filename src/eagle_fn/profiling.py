@@ -80,7 +80,8 @@ def count_launches(fn: Callable[..., object], /, *args: object, **kwargs: object
     """Kernels, and copies and fills, that one call ``fn(*args, **kwargs)`` launches on the
     current CUDA device: the nodes of a CUDA graph captured from the call, after one warm-up
     call on a side stream (a first call may compile or allocate; capture needs it off the
-    graph's stream). The call must be capturable: no host sync, no pageable copy.
+    graph's stream). The call must be capturable: no host sync, no pageable copy. Child
+    graphs count as their nodes; other nodes (events, conditionals) are not counted.
 
     Not ``torch.profiler``: Kineto keeps CUPTI attached after a session (it tears it down only
     where ``TEARDOWN_CUPTI=1``), which can slow every later launch in the process
