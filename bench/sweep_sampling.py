@@ -34,7 +34,7 @@ from bench_sampling import sampling_inputs
 from cases import TREE_TARGET, VOCABS
 from eagle_fn.kernels import sampling as kernel
 from gpu import device_us_per_call, flush_bytes, flushed_replay_us, graph_replay_us
-from targets import BANDWIDTH
+from targets import dram_rate
 
 # SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS, MAXNREG, PREFETCH_N, STAGES
 SHAPES = [
@@ -205,11 +205,11 @@ def at_scale(device: torch.device, best: Best | None = None) -> Iterator[str]:
     """Issue 11's bound as the batch grows: at each of ``SCALES`` and each vocabulary, the
     default shape's replays, equality and stability, and the rate at which it reads the final
     rows with L2 flushed first (``bs x V`` float32; at bs 256 and V 128256, 131 MB of 2.1 GB of
-    target rows), against twice that read at ``BANDWIDTH``; at the largest batch, also the
-    table's picks for that vocabulary (``best``, from :func:`fastest`) where they are not the
-    default: the shape the defaults would change to, and the one-launch one. A case that fails
-    (out of memory, say) gets its error and the others their lines."""
-    default = tuple(getattr(kernel, name) for name in KNOBS)
+    target rows), against twice that read at the GPU's DRAM rate (:func:`gpu_rate`); at the
+    largest batch, also the table's picks for that vocabulary (``best``, from :func:`fastest`)
+    where they are not the default: the shape the defaults would change to, and the one-launch
+    one. A case that fails (out of memory, say) gets its error and the others their lines."""
+    default, rate = tuple(getattr(kernel, name) for name in KNOBS), gpu_rate(device)
     try:
         for vocab in VOCABS:
             for bs in SCALES:
@@ -217,15 +217,25 @@ def at_scale(device: torch.device, best: Best | None = None) -> Iterator[str]:
                 for (v, label), (_, shape) in (best or {}).items():
                     if bs == max(SCALES) and v == vocab and shape not in shapes.values():
                         shapes[f"{label} ({knobs(shape)})"] = shape
-                yield from scale_lines(TREE_TARGET.at_bs(bs), vocab, shapes, device)
+                yield from scale_lines(TREE_TARGET.at_bs(bs), vocab, shapes, device, rate)
     finally:
         set_shape(default)
 
 
+def gpu_rate(device: torch.device) -> float | None:
+    """The DRAM read rate of ``device``'s GPU in bench/targets.py (None: not known, or no GPU)."""
+    return dram_rate(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+
+
 def scale_lines(
-    case: Any, vocab: int, shapes: dict[str, tuple[object, ...]], device: torch.device
+    case: Any,
+    vocab: int,
+    shapes: dict[str, tuple[object, ...]],
+    device: torch.device,
+    rate: float | None,
 ) -> Iterator[str]:
-    """:func:`at_scale`'s lines for one batch and vocabulary, one a shape."""
+    """:func:`at_scale`'s lines for one batch and vocabulary, one a shape, each against twice
+    reading the final rows at ``rate`` bytes/s where it is known."""
     where = f"bs {case.bs}, V {vocab}"
     try:
         args = (case.config, *sampling_inputs(case, vocab, device))
@@ -234,7 +244,6 @@ def scale_lines(
         yield failure(where, error)
         return
     rows = case.bs * vocab * 4  # bytes
-    bound = 2 * rows / BANDWIDTH * 1e6
     for label, shape in shapes.items():
         try:
             times, equal, stable = measure(shape, args, want)
@@ -242,11 +251,14 @@ def scale_lines(
             yield failure(f"{where}, {label}", error)
             continue
         us = times[1]  # from DRAM, as the bound reads them
-        yield (
-            f"{where}, {label}: {replays(times)} (equal: {equal}, stable: {stable}), the final "
-            f"rows read at {rows / us / 1e6:.2f} TB/s; twice their read at "
-            f"{BANDWIDTH / 1e12:.1f} TB/s: {bound:.1f} µs, {'within' if us <= bound else 'over'}"
-        )
+        read = f"the final rows read at {rows / us / 1e6:.2f} TB/s"
+        if rate is None:
+            read += "; no DRAM rate known for this GPU, no bound"
+        else:
+            bound = 2 * rows / rate * 1e6
+            verdict = "within" if us <= bound else "over"
+            read += f"; twice their read at {rate / 1e12:.1f} TB/s: {bound:.1f} µs, {verdict}"
+        yield f"{where}, {label}: {replays(times)} (equal: {equal}, stable: {stable}), {read}"
 
 
 def failure(where: str, error: Exception) -> str:

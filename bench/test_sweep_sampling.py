@@ -187,6 +187,7 @@ def test_at_scale_times_the_default_shape_as_the_batch_grows(monkeypatch, on_cpu
         return (0.01, 0.05 if bs == 1 else 0.256), bs == 1, True
 
     monkeypatch.setattr(sweep_sampling, "measure", measure)
+    monkeypatch.setattr(sweep_sampling, "gpu_rate", lambda device: 4.3e12)  # an H200's
     # At V 32000 the fastest shape is the default: timed once. The picks come at bs 2 alone.
     split = sweep_sampling.SHAPES[5]
     assert split[0]  # SPLIT
@@ -225,6 +226,19 @@ def test_at_scale_times_the_default_shape_as_the_batch_grows(monkeypatch, on_cpu
         "(equal: True, stable: True), the final rows read at 3.20 TB/s; twice their read at "
         "4.3 TB/s: 0.1 µs, within"
     )
+
+
+def test_at_scale_names_no_bound_where_the_gpus_rate_is_not_known(monkeypatch, on_cpu):
+    sweep_sampling = on_cpu
+    monkeypatch.setattr(sweep_sampling, "SCALES", (2,))
+    monkeypatch.setattr(sweep_sampling, "VOCABS", (32000,))
+    monkeypatch.setattr(sweep_sampling, "measure", lambda shape, args, want: ((1, 2), True, True))
+    assert sweep_sampling.gpu_rate(torch.device("cpu")) is None  # no GPU: no rate
+    assert list(sweep_sampling.at_scale(torch.device("cpu"))) == [
+        "bs 2, V 32000, the default shape: 2.00 µs with L2 flushed first (1.00 µs without) "
+        "(equal: True, stable: True), the final rows read at 0.13 TB/s; no DRAM rate known "
+        "for this GPU, no bound"
+    ]
 
 
 def test_at_scale_keeps_the_other_cases_when_one_fails(monkeypatch, on_cpu):

@@ -39,8 +39,9 @@ def meeting_rows():
     return rows
 
 
-def statuses(tmp_path, rows):
-    lines = targets.target_lines(load_run(write_run(tmp_path, rows), "cuda"))
+def statuses(tmp_path, rows, gpu_name="NVIDIA H200", rate=None):
+    run = load_run(write_run(tmp_path, rows, gpu_name=gpu_name), "cuda")
+    lines = targets.target_lines(run, rate)
     table = [line[2:-2].split(" | ") for line in lines[2:-2]]  # "| a | b | c |"
     return {target: (measured, status) for target, measured, status in table}, lines
 
@@ -90,8 +91,52 @@ def test_the_host_row_shows_each_fastest_loop_the_run_has(tmp_path):
 
 def test_the_sampling_bound_is_twice_reading_the_rows():
     # bs 32 x 128256 float32 = 16.4 MB, read twice at 4.3 TB/s: issue 11's 7.6 µs.
-    assert targets.read_us(128256) == pytest.approx(7.636, abs=1e-3)
-    assert targets.read_us(32000) == pytest.approx(1.905, abs=1e-3)
+    assert targets.read_us(128256, 4.3e12) == pytest.approx(7.636, abs=1e-3)
+    assert targets.read_us(32000, 4.3e12) == pytest.approx(1.905, abs=1e-3)
+    assert targets.read_us(128256, 3.0e12) == pytest.approx(10.945, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("name", "rate"),
+    [
+        ("NVIDIA H200", 4.3e12),
+        ("NVIDIA H200 NVL", 4.3e12),
+        ("NVIDIA H100 80GB HBM3", 3.0e12),
+        ("NVIDIA H100 NVL", 3.5e12),
+        ("NVIDIA H100 PCIe", 1.8e12),
+        ("NVIDIA A100-SXM4-80GB", None),
+        (None, None),
+    ],
+)
+def test_the_dram_rate_is_the_named_gpus(name, rate):
+    assert targets.dram_rate(name) == rate
+
+
+def test_the_sampling_bound_follows_the_gpu_that_ran(tmp_path):
+    # On an H100 (3.0 TB/s) V 128256's bound is 10.94 µs: 9 µs flushed is within it, not
+    # within the H200's 7.64.
+    rows = meeting_rows()
+    [v128256] = [r for r in rows if r["extra_info"]["path"] == "verify_sampling_v128256"]
+    v128256["extra_info"]["graph_flushed_us"] = 9.0
+    found, lines = statuses(tmp_path, rows, gpu_name="NVIDIA H100 80GB HBM3")
+    [key] = [key for key in found if key.startswith("`verify_sampling`, V 1282")]
+    assert key.endswith("1 launch, ≤ 10.94 µs replay (2x reading bs x V x 4 bytes at 3.0 TB/s)")
+    assert found[key] == ("1 launch, 9.00 µs, L2 flushed first (5.50 µs without)", "met")
+    assert lines[-1] == "targets: 5 met, 1 not met, 0 not measured"
+    found, lines = statuses(tmp_path, rows)  # the same rows on an H200
+    assert entry(found, "`verify_sampling`, V 1282")[1] == "**not met**"
+    found, lines = statuses(tmp_path, rows, gpu_name="NVIDIA H100 80GB HBM3", rate=4.3e12)
+    assert entry(found, "`verify_sampling`, V 1282")[1] == "**not met**"
+
+
+def test_a_gpu_without_a_known_rate_leaves_the_sampling_bound_not_measured(tmp_path):
+    found, lines = statuses(tmp_path, meeting_rows(), gpu_name="NVIDIA A100-SXM4-80GB")
+    unknown = "no DRAM rate known for GPU NVIDIA A100-SXM4-80GB (--bandwidth gives one)"
+    for vocab in (32000, 128256):
+        assert entry(found, f"`verify_sampling`, V {vocab}") == (unknown, "**not measured**")
+    assert lines[-1] == "targets: 4 met, 0 not met, 2 not measured"
+    [key] = [key for key in found if key.startswith("`verify_sampling`, V 1282")]
+    assert key.endswith(": 1 launch, ≤ 2x reading bs x V x 4 bytes from DRAM")
 
 
 # A figure changed in one Triton row of the meeting run, and the target it must fail.
@@ -175,3 +220,15 @@ def test_main_prints_the_gpu_and_the_table(tmp_path, capsys):
     assert out[0] == "NVIDIA H200, torch 2.11.0, 2026-11-30T12:00:00"
     assert out[1] == "| target | measured | status |"
     assert out[-1] == "targets: 5 met, 1 not met, 0 not measured"
+
+
+def test_main_takes_the_rate_from_the_command_line(tmp_path, capsys):
+    path = write_run(tmp_path, meeting_rows(), gpu_name="NVIDIA A100-SXM4-80GB")
+    targets.main(["--from-json", str(path), "--bandwidth", "2.0"])
+    out = capsys.readouterr().out
+    assert "≤ 16.42 µs replay (2x reading bs x V x 4 bytes at 2.0 TB/s)" in out
+    assert out.splitlines()[-1] == "targets: 6 met, 0 not met, 0 not measured"
+    for bad in ("0", "-1", "fast"):
+        with pytest.raises(SystemExit):
+            targets.main(["--from-json", str(path), "--bandwidth", bad])
+        assert f"a rate in TB/s above 0, got '{bad}'" in capsys.readouterr().err
