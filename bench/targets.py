@@ -18,6 +18,7 @@ without thresholds.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +27,8 @@ from report import Run, case_text, load_run, table
 
 # Issue 11's bound is twice reading bs x V x 4 bytes from DRAM at the rate of the GPU that ran:
 # a sustained read rate (bytes/s), nine tenths of its peak, found by the first key the GPU's
-# name contains. The H200's gives 7.6 µs at V 128256; the device tool lends H100s too.
+# name holds as whole words (a GH200 is not an H200). The H200's gives 7.6 µs at V 128256; the
+# device tool lends H100s too.
 BANDWIDTHS: tuple[tuple[str, float], ...] = (
     ("H200", 4.3e12),  # peak 4.8 TB/s, NVL too
     ("H100 NVL", 3.5e12),  # peak 3.9
@@ -130,7 +132,8 @@ def host_time(run: Run) -> tuple[str, bool]:
 
 def dram_rate(gpu_name: object) -> float | None:
     """The read rate of :data:`BANDWIDTHS` for the GPU named ``gpu_name``; None if it has none."""
-    return next((rate for key, rate in BANDWIDTHS if key in str(gpu_name)), None)
+    name = str(gpu_name)
+    return next((rate for key, rate in BANDWIDTHS if re.search(rf"\b{key}\b", name)), None)
 
 
 def read_us(vocab: int, rate: float) -> float:

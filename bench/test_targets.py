@@ -105,6 +105,8 @@ def test_the_sampling_bound_is_twice_reading_the_rows():
         ("NVIDIA H100 NVL", 3.5e12),
         ("NVIDIA H100 PCIe", 1.8e12),
         ("NVIDIA A100-SXM4-80GB", None),
+        ("NVIDIA GH200 480GB", None),  # HBM3 or HBM3e: 4.0 or 4.9 TB/s
+        ("NVIDIA H1000", None),
         (None, None),
     ],
 )
