@@ -18,6 +18,7 @@ without thresholds.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -50,7 +51,7 @@ STAGES: dict[str, tuple[Case, Case | None]] = {
 
 # A target: its text, and what works its figures and verdict out of a run.
 Target = tuple[str, Callable[[Run], tuple[str, bool]]]
-CASE = "bs 32, k 4, S 4, N 16"  # TREE_TARGET, as the targets' texts name it
+CASE = case_text(TREE_TARGET)  # "bs 32, k 4, S 4, N 16"
 
 
 class NotMeasuredError(LookupError):
@@ -208,8 +209,8 @@ def tb_per_s(text: str) -> float:
     try:
         rate = float(text)
     except ValueError:
-        rate = 0.0
-    if not rate > 0:
+        rate = math.nan
+    if not 0 < rate < math.inf:
         raise argparse.ArgumentTypeError(f"a rate in TB/s above 0, got {text!r}")
     return rate * 1e12
 

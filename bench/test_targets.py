@@ -230,7 +230,7 @@ def test_main_takes_the_rate_from_the_command_line(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "≤ 16.42 µs replay (2x reading bs x V x 4 bytes at 2.0 TB/s)" in out
     assert out.splitlines()[-1] == "targets: 6 met, 0 not met, 0 not measured"
-    for bad in ("0", "-1", "fast"):
+    for bad in ("0", "-1", "fast", "nan", "inf"):
         with pytest.raises(SystemExit):
             targets.main(["--from-json", str(path), "--bandwidth", bad])
         assert f"a rate in TB/s above 0, got '{bad}'" in capsys.readouterr().err
