@@ -34,7 +34,7 @@ from bench_sampling import sampling_inputs
 from cases import TREE_TARGET, VOCABS
 from eagle_fn.kernels import sampling as kernel
 from gpu import device_us_per_call, flush_bytes, flushed_replay_us, graph_replay_us
-from targets import dram_rate
+from targets import dram_rate, read_us
 
 # SPLIT, BLOCKS_PER_PROGRAM, PROGRAMS, BLOCK_V, NUM_WARPS, MAXNREG, PREFETCH_N, STAGES
 SHAPES = [
@@ -255,7 +255,7 @@ def scale_lines(
         if rate is None:
             read += "; no DRAM rate known for this GPU, no bound"
         else:
-            bound = 2 * rows / rate * 1e6
+            bound = read_us(vocab, rate, case.bs)
             verdict = "within" if us <= bound else "over"
             read += f"; twice their read at {rate / 1e12:.1f} TB/s: {bound:.1f} µs, {verdict}"
         yield f"{where}, {label}: {replays(times)} (equal: {equal}, stable: {stable}), {read}"

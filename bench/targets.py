@@ -137,9 +137,10 @@ def dram_rate(gpu_name: object) -> float | None:
     return next((rate for key, rate in BANDWIDTHS if re.search(rf"\b{key}\b", name)), None)
 
 
-def read_us(vocab: int, rate: float) -> float:
-    """Twice the time to read the final rows, bs x V float32, at ``rate`` bytes/s."""
-    return 2 * TREE_TARGET.bs * vocab * 4 / rate * 1e6
+def read_us(vocab: int, rate: float, bs: int = TREE_TARGET.bs) -> float:
+    """Twice the time to read the final rows, bs x V float32, at ``rate`` bytes/s: issue 11's
+    bound (bench/sweep_sampling.py holds other batches to it too)."""
+    return 2 * bs * vocab * 4 / rate * 1e6
 
 
 def sampling_target(vocab: int, rate: float | None, gpu: object) -> Target:
