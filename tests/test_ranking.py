@@ -57,20 +57,31 @@ def test_exact_on_probabilities_ties_and_nan(dtype, data):
     assert best_indices_ascending(scores, n).tolist() == [sorted(e) for e in expected]
 
 
+# Values that tie often outside the probabilities: negatives, both infinities, NaN of either
+# sign, signed zeros.
+SIGNED_TIES = (-1.0, -0.5, -(2.0**-24), float("inf"), -float("inf"), NAN, -NAN, 0.0, -0.0)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @given(data=st.data())
-def test_orders_any_floats_by_value(dtype, data):
-    # Negative and infinite scores are not probabilities: the order of values must still be
-    # right (NaN as -inf), only equal negatives and repeated +inf may tie in either order.
+def test_exact_on_any_floats(dtype, data):
+    # Negative and infinite scores are not probabilities; the rule orders them all the same,
+    # equal negatives and repeated +inf by the lower index (the kernels' order too).
     width = data.draw(st.integers(1, 40))
-    values = data.draw(
-        st.lists(st.floats(allow_nan=True, width=32), min_size=width, max_size=width)
-    )
+    value = st.one_of(st.floats(allow_nan=True, width=32), st.sampled_from(SIGNED_TIES))
+    values = data.draw(st.lists(value, min_size=width, max_size=width))
     scores = torch.tensor([values], dtype=dtype)
     n = data.draw(st.integers(0, width))
-    got = scores[0, best_indices(scores, n)[0]]
-    want = scores[0, torch.tensor(reference.rank(scores[0].double().tolist(), n), dtype=torch.long)]
-    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    expected = reference.rank(scores[0].double().tolist(), n)
+    assert best_indices(scores, n).tolist() == [expected]
+    assert best_indices_ascending(scores, n).tolist() == [sorted(expected)]
+
+
+def test_equal_negatives_and_repeated_infinity_rank_by_index():
+    inf = float("inf")
+    s = torch.tensor([[-1.0, inf, -1.0, inf, -1.0, -inf]])
+    for dtype in DTYPES:
+        assert best_indices(s.to(dtype), 6).tolist() == [[1, 3, 0, 2, 4, 5]], dtype
 
 
 def test_hand_picked_row():

@@ -161,16 +161,19 @@ def select_args(
     return cfg, step, topk_p, topk_index, scores
 
 
-# Scores of up to 32 bits rank by a float64 key, score * (1 - g * 2**-40) - g * 2**-300 for
-# flat index g. The factor moves a score by less than half a float32 ulp (for g < 2**15), so
+# Scores of up to 32 bits rank by a float64 key, m - |m| * g * 2**-40 for flat index g, where
+# m = score - g * 2**-300 with NaN and -inf as -2**1000 and +inf as 2**200. The factor moves
+# a score towards -inf by less than half a float32 ulp (for g < 2**15), whatever its sign, so
 # distinct scores keep their order while equal ones get distinct keys, the lower index
-# larger; the additive term, below half the float64 ulp of any nonzero score (2**-202 at
-# 2**-149, the least float32), does the same for zeros. It is a normal float64: a CPU that
-# flushes subnormals (torch.set_flush_denormal) would zero a subnormal one, and zeros tie.
-# NaN and -inf keys become -2**1000 * (1 + g * 2**-40): below every finite key, in index order.
+# larger; +inf, NaN and -inf, made finite beyond every float32, tie-break the same way. The
+# additive term, below half the float64 ulp of any nonzero score (2**-202 at 2**-149, the
+# least float32), leaves m = score there and separates zeros likewise. Every key is a normal
+# float64: a CPU that flushes subnormals (torch.set_flush_denormal) would zero a subnormal
+# one, and zeros would tie.
 _TIE = 2.0**-40
 _ZERO_TIE = 2.0**-300
-_NAN_FLOOR = -(2.0**1000)
+_FLOOR = 2.0**1000  # NaN and -inf: below every finite key, and g's factor keeps it finite
+_CEILING = 2.0**200  # +inf: above every finite float32
 _INF = float("inf")
 MAX_KEYED_WIDTH = 2**15
 
@@ -181,9 +184,8 @@ def best_indices(scores: Tensor, n: int) -> Tensor:
     Larger scores rank first and NaN counts as ``-inf``, below every finite score; equal
     scores rank by the lower index. With probability scores (a child's score never exceeds
     its parent's, and a parent has the lower flat index) the selected set is therefore always
-    closed under ancestors. Exact for float16/bfloat16/float32 scores of any sign, except
-    that equal negative scores and repeated ``+inf`` (neither can be a probability) tie in an
-    unspecified order; exact without exception for float64 scores.
+    closed under ancestors. Exact for scores of every floating dtype and sign, infinities
+    included.
 
     Shapes: ``scores [bs, W]`` floating -> ``[bs, n]`` int64, ``0 <= n <= W``.
     """
@@ -208,21 +210,22 @@ def best_indices_ascending(scores: Tensor, n: int) -> Tensor:
 
 def rank_keys(scores: Tensor) -> Tensor:
     """Distinct float64 keys ordering ``scores [bs, W]`` by the rule above. ``-> [bs, W]``."""
-    scale, offset, floor = _key_constants(scores.shape[1], scores.device)
-    return torch.fmax(torch.addcmul(offset, scores, scale), floor)  # [bs, W]
+    offset, scale = _key_constants(scores.shape[1], scores.device)
+    m = torch.nan_to_num(scores + offset, nan=-_FLOOR, posinf=_CEILING, neginf=-_FLOOR)  # [bs, W]
+    return torch.addcmul(m, m.abs(), scale)  # [bs, W] float64
 
 
 def _keyed(scores: Tensor) -> bool:
     return scores.dtype is not torch.float64 and scores.shape[1] <= MAX_KEYED_WIDTH
 
 
-def _key_constants(width: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+def _key_constants(width: int, device: torch.device) -> tuple[Tensor, Tensor]:
     if torch.compiler.is_compiling():
         return _key_tensors(width, device)  # folded into the graph by the compiler
     key, build = ("rank_keys", width, device), lambda: _key_tensors(width, device)
     return memoized(key, build, capturable=True)  # first needed in a capture: in the graph
 
 
-def _key_tensors(width: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+def _key_tensors(width: int, device: torch.device) -> tuple[Tensor, Tensor]:
     g = torch.arange(width, dtype=torch.float64, device=device)  # [W]
-    return 1 - g * _TIE, -g * _ZERO_TIE, _NAN_FLOOR * (1 + g * _TIE)
+    return -g * _ZERO_TIE, -g * _TIE

@@ -75,21 +75,21 @@ def neighbours(value, ulps, dtype):
     return from_bits([bits + ulps], dtype).item()
 
 
-def hard_scores(draw_choice, width, dtype, *, start=0, signed=True, inf=True):
+def hard_scores(draw_choice, width, dtype):
     """A row of ``width`` scores that stresses the ranking, as Python floats exact in dtype.
 
-    ``draw_choice(n)`` picks an int in ``[0, n)``. Entries: zeros of both signs, the two
-    smallest subnormals, exact ties, one-ulp neighbours of 0.25/0.5/1, -inf, NaN, at most
-    one +inf, and negative values, distinct across flat indices ``start + g`` (torch leaves
-    the order of equal negative scores unspecified: probabilities never are). ``signed=False``
-    leaves out +inf and negatives, for inputs whose products must not tie below zero;
-    ``inf=False`` leaves out +inf alone, for a row whose earlier part already holds one.
+    ``draw_choice(n)`` picks an int in ``[0, n)``. Entries, repeats likely: zeros of both
+    signs, the two smallest subnormals, one-ulp neighbours of 0.25/0.5/1, negative values,
+    -inf, +inf and NaN.
     """
     low = [
         0.0,
         -0.0,
         neighbours(0.0, 1, dtype),
         neighbours(0.0, 2, dtype),
+        -neighbours(0.0, 1, dtype),
+        -0.5,
+        -1.0,
         float("-inf"),
         float("nan"),
     ]
@@ -101,23 +101,12 @@ def hard_scores(draw_choice, width, dtype, *, start=0, signed=True, inf=True):
         neighbours(0.5, 1, dtype),
         1.0,
         neighbours(1.0, -1, dtype),
+        float("inf"),
     ]
     # Half the rows draw from the bottom of the order only, so that the cut between selected
-    # and dropped falls among zeros, subnormals, NaN and -inf too.
+    # and dropped falls among zeros, subnormals, negatives, NaN and -inf too.
     pool = low if draw_choice(2) else low + high
-    row, has_inf = [], not inf
-    for g in range(width):
-        choice = draw_choice(len(pool) + 2)
-        if choice < len(pool):
-            row.append(pool[choice])
-        elif choice == len(pool) and signed and not has_inf:
-            row.append(float("inf"))
-            has_inf = True
-        elif signed:
-            row.append(-float(start + g + 1))  # distinct; exact in every dtype below 256
-        else:
-            row.append(0.125)
-    return row
+    return [pool[draw_choice(len(pool))] for _ in range(width)]
 
 
 class NoLaunch:
