@@ -119,6 +119,10 @@ def test_the_settings_are_read_only(name):
     ):
         setattr(w, name, DraftConfig.chain(5) if name == "config" else before)
     assert getattr(w, name) == before
+    # Nor may a del clear the way for the assignment.
+    with pytest.raises(AttributeError, match=rf"^DraftOrganizer.{name} is read-only"):
+        delattr(w, name)
+    assert getattr(w, name) == before
     w.reconfigure(DraftConfig.chain(5))  # the way to switch the config
     assert w.config == DraftConfig.chain(5)
     assert w.organize(torch.rand(2, 5), torch.zeros(2, 5, dtype=torch.int64)).parent_list.shape == (
