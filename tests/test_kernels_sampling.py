@@ -595,6 +595,20 @@ def test_float32_rows_sum_in_float64(block, split):
         check(DraftConfig.chain(1), vt, q, u, final)
 
 
+@pytest.mark.parametrize("block", [4, None], ids=["blocks of 4", "one block"])
+@SPLITS
+def test_final_target_is_coin_times_total_in_float64(block, split):
+    # The root's child (token 0) is rejected; the final row's float64 running sums from token
+    # 1 are 2**-32, .5 + 2**-32, .5 + 2**-31, 1 + 2**-31, and coin 0.5 puts the target at
+    # .5 + 2**-32: token 3. A float32 product (total rounded to 1) would draw token 2.
+    vt = rejected_root([0], 1)
+    row = torch.tensor([0.0, 2.0**-32, 0.5, 2.0**-32, 0.5, 0.0, 0.0, 0.0])
+    q, u, final = row.expand(1, 2, 8).contiguous(), torch.full((1, 2), 0.5), torch.tensor([0.5])
+    assert verify_sampling(DraftConfig.chain(1), vt, q, u, final).predicts.tolist() == [3, 0]
+    with launch_shape(block or ksampling.BLOCK_V, split):
+        check(DraftConfig.chain(1), vt, q, u, final)
+
+
 @pytest.mark.parametrize("split", ["single", "chunked"])
 @pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
 def test_stores_nothing_past_its_outputs(split, chain):

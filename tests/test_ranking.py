@@ -77,6 +77,22 @@ def test_exact_on_any_floats(dtype, data):
     assert best_indices_ascending(scores, n).tolist() == [sorted(expected)]
 
 
+@pytest.mark.parametrize("dtype", DTYPES[:3], ids=str)
+@pytest.mark.parametrize("value", [0.5, -0.5, 2.0**-14])
+def test_one_ulp_apart_across_the_widest_keyed_row(dtype, value):
+    # The index factor must stay below half an ulp at g = MAX_KEYED_WIDTH - 1: neighbours at
+    # the row's two ends keep their order either way round, and equal ones go by index.
+    width = MAX_KEYED_WIDTH
+    low = torch.tensor(value, dtype=dtype)
+    high = torch.nextafter(low, torch.tensor(1.0, dtype=dtype))
+    for first, last in ((low, high), (high, low), (low, low)):
+        s = torch.full((1, width), -1.0, dtype=dtype)
+        s[0, 0], s[0, -1] = first, last
+        expected = reference.rank(s[0].double().tolist(), 2)
+        assert best_indices(s, 2).tolist() == [expected]
+        assert expected == ([width - 1, 0] if last > first else [0, width - 1])
+
+
 def test_equal_negatives_and_repeated_infinity_rank_by_index():
     inf = float("inf")
     s = torch.tensor([[-1.0, inf, -1.0, inf, -1.0, -inf]])

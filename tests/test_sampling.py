@@ -108,6 +108,15 @@ def test_final_draw_sums_in_float64():
     assert sample_from_row(row, coin).tolist() == [reference.sample_row(row[0], coin[0])] == [5]
 
 
+def test_final_target_is_coin_times_total_in_float64():
+    # Running sums 2**-32, .5 + 2**-32, .5 + 2**-31, 1 + 2**-31; u = 0.5 * total = .5 + 2**-32,
+    # which the third sum (index 2) is the first to exceed. Had the product been taken in
+    # float32, the total would round to 1, u to .5, and index 1 would be drawn.
+    row = torch.tensor([[2.0**-32, 0.5, 2.0**-32, 0.5]])
+    coin = torch.tensor([0.5])
+    assert sample_from_row(row, coin).tolist() == [reference.sample_row(row[0], coin[0])] == [2]
+
+
 def test_a_float64_final_coin_is_not_rounded_to_float32():
     # u = 0.5 - 2**-40 falls just short of the first running sum, 0.5: token 0. In float32
     # the coin would round to 0.5, which the first sum does not exceed: token 1.
