@@ -196,7 +196,7 @@ def test_bad_inputs(args, error, match):
 
 def test_aten_ops_per_step():
     # docs/kernels.md, docs/performance.md: step 0 runs 4 ATen ops (two aranges, the clone of
-    # repeat_interleave, a repeat); a later step 11, the engines' select 7.
+    # repeat_interleave, a repeat); a later step 13, the engines' select 7.
     cfg = DraftConfig(4, 4, 16)
     gen = torch.Generator().manual_seed(0)
     first = step_inputs(cfg, 0, 2, gen)[:2]
