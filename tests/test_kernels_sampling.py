@@ -580,31 +580,29 @@ def test_a_crossing_block_whose_running_sums_never_cross():
     assert row[token] > 0
 
 
-@pytest.mark.parametrize("block", [4, None], ids=["blocks of 4", "one block"])
-@SPLITS
-def test_float32_rows_sum_in_float64(block, split):
-    # The root's child (token 0, no mass) is rejected; the final row is 0, 1, 2**-24, 0,
-    # 1 - 2**-24, then zeros, and coin 0.5 puts the target at 1: in float64 token 2's running
-    # sum, 1 + 2**-24, is the first above it. Summed in float32 (block sums, or the crossing
-    # block's running sums), 1 + 2**-24 rounds to 1 and another token is drawn.
-    vt = rejected_root([0], 1)
-    row = torch.tensor([0.0, 1.0, 2.0**-24, 0.0, 1 - 2.0**-24, 0.0, 0.0, 0.0])
-    q, u, final = row.expand(1, 2, 8).contiguous(), torch.full((1, 2), 0.5), torch.tensor([0.5])
-    assert verify_sampling(DraftConfig.chain(1), vt, q, u, final).predicts.tolist() == [2, 0]
-    with launch_shape(block or ksampling.BLOCK_V, split):
-        check(DraftConfig.chain(1), vt, q, u, final)
+# The root's child (token 0, no mass) is rejected, and coin 0.5 draws from the rest of the
+# row by float64 sums: each row's token is drawn only where the kernel sums as torch does.
+FLOAT64_DRAWS = {
+    # 1, 2**-24, 0, 1 - 2**-24: the target is 1, and token 2's running sum, 1 + 2**-24, is
+    # the first above it. Summed in float32 (block sums, or the crossing block's running
+    # sums), 1 + 2**-24 rounds to 1 and another token is drawn.
+    "sums": ([0.0, 1.0, 2.0**-24, 0.0, 1 - 2.0**-24, 0.0, 0.0, 0.0], 2),
+    # Running sums 2**-32, .5 + 2**-32, .5 + 2**-31, 1 + 2**-31: the target, coin x total, is
+    # .5 + 2**-32, first exceeded at token 3. A float32 product (the total rounded to 1)
+    # would draw token 2.
+    "target": ([0.0, 2.0**-32, 0.5, 2.0**-32, 0.5, 0.0, 0.0, 0.0], 3),
+}
 
 
+@pytest.mark.parametrize("case", FLOAT64_DRAWS)
 @pytest.mark.parametrize("block", [4, None], ids=["blocks of 4", "one block"])
 @SPLITS
-def test_final_target_is_coin_times_total_in_float64(block, split):
-    # The root's child (token 0) is rejected; the final row's float64 running sums from token
-    # 1 are 2**-32, .5 + 2**-32, .5 + 2**-31, 1 + 2**-31, and coin 0.5 puts the target at
-    # .5 + 2**-32: token 3. A float32 product (total rounded to 1) would draw token 2.
+def test_the_final_draw_is_taken_in_float64(case, block, split):
+    row, token = FLOAT64_DRAWS[case]
     vt = rejected_root([0], 1)
-    row = torch.tensor([0.0, 2.0**-32, 0.5, 2.0**-32, 0.5, 0.0, 0.0, 0.0])
-    q, u, final = row.expand(1, 2, 8).contiguous(), torch.full((1, 2), 0.5), torch.tensor([0.5])
-    assert verify_sampling(DraftConfig.chain(1), vt, q, u, final).predicts.tolist() == [3, 0]
+    q = torch.tensor(row).expand(1, 2, 8).contiguous()  # [1, N, V]
+    u, final = torch.full((1, 2), 0.5), torch.tensor([0.5])
+    assert verify_sampling(DraftConfig.chain(1), vt, q, u, final).predicts.tolist() == [token, 0]
     with launch_shape(block or ksampling.BLOCK_V, split):
         check(DraftConfig.chain(1), vt, q, u, final)
 

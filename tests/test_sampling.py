@@ -100,21 +100,21 @@ def test_final_draw_matches_reference(bs, vocab, seed):
     assert_matches(sample_from_row(rows, coin), want, (bs,), I64)
 
 
-def test_final_draw_sums_in_float64():
-    # Eight entries of 2**-25 between two 1.0: float64 running sums pass u = 0.5 * total =
-    # 1 + 2**-23 at the fifth small entry (index 5); float32 sums would round them away.
-    row = torch.tensor([[1.0] + [2.0**-25] * 8 + [1.0]])
-    coin = torch.tensor([0.5])
-    assert sample_from_row(row, coin).tolist() == [reference.sample_row(row[0], coin[0])] == [5]
-
-
-def test_final_target_is_coin_times_total_in_float64():
-    # Running sums 2**-32, .5 + 2**-32, .5 + 2**-31, 1 + 2**-31; u = 0.5 * total = .5 + 2**-32,
-    # which the third sum (index 2) is the first to exceed. Had the product been taken in
-    # float32, the total would round to 1, u to .5, and index 1 would be drawn.
-    row = torch.tensor([[2.0**-32, 0.5, 2.0**-32, 0.5]])
-    coin = torch.tensor([0.5])
-    assert sample_from_row(row, coin).tolist() == [reference.sample_row(row[0], coin[0])] == [2]
+@pytest.mark.parametrize(
+    ("row", "token"),
+    [
+        # Eight entries of 2**-25 between two 1.0: float64 running sums pass u = 0.5 * total
+        # = 1 + 2**-23 at the fifth small entry (index 5); float32 sums would round them away.
+        ([1.0] + [2.0**-25] * 8 + [1.0], 5),
+        # Running sums 2**-32, .5 + 2**-32, .5 + 2**-31, 1 + 2**-31: u = .5 + 2**-32, first
+        # exceeded at index 2. A float32 product would round the total to 1, u to .5: index 1.
+        ([2.0**-32, 0.5, 2.0**-32, 0.5], 2),
+    ],
+    ids=["sums", "target"],
+)
+def test_the_final_draw_is_taken_in_float64(row, token):
+    row, coin = torch.tensor([row]), torch.tensor([0.5])
+    assert sample_from_row(row, coin).tolist() == [reference.sample_row(row[0], coin[0])] == [token]
 
 
 def test_a_float64_final_coin_is_not_rounded_to_float32():
