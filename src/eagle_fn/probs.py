@@ -158,16 +158,19 @@ def _top_k_top_p_mask(probs: Tensor, top_k: Tensor | None, top_p: Tensor | None)
         kth = ordered.gather(-1, (k - 1).clamp(0, vocab - 1).expand(-1, probs.shape[1], 1))
         keep = keep & ((k <= 0) | (k >= vocab) | (ordered >= kth))  # [bs, N, V]
     if top_p is not None:
-        # In float64, where float32 would round more ties away: a row whose sums are exact
-        # (uniform over 2**k tokens, say) meets p exactly; other ties fall where float64
-        # rounds them (six of 12 uniform tokens sum to just under 0.5).
+        # In float64, where float32 would round more boundaries away: a preceding mass equal
+        # to p in exact arithmetic falls where float64 rounds it.
         mass = _renormalize(ordered.double() * keep)  # [bs, N, V]
         running = torch.cumsum(mass, dim=-1)  # [bs, N, V]
         before = torch.cat([torch.zeros_like(running[..., :1]), running[..., :-1]], -1)
         p = top_p.double().view(bs, 1, 1)  # [bs, 1, 1]
-        # The most probable token always stays: p <= 0 or NaN keeps it alone, not nothing.
+        # The most probable token always stays: p <= 0 or NaN keeps it (and its ties).
         first = torch.arange(vocab, device=probs.device) == 0  # [V]
-        keep = keep & ((before < p) | (p >= 1) | first)  # [bs, N, V]
+        cut = keep & ((before < p) | (p >= 1) | first)  # [bs, N, V] a prefix, never empty
+        # Tokens tied with the last one kept stay too, as in SGLang (flashinfer's top-p keeps
+        # every probability at or above a threshold): the vocabulary's order cannot matter.
+        least = ordered.gather(-1, cut.sum(-1, keepdim=True) - 1)  # [bs, N, 1]
+        keep = keep & (ordered >= least)  # [bs, N, V]
     return torch.zeros_like(keep).scatter_(-1, order, keep)  # [bs, N, V] in vocabulary order
 
 

@@ -152,11 +152,14 @@ def target_probs_from_logits(logits, temperature, top_k=None, top_p=None):
             pp = float(top_p[b])
             kept = [probs[i] if keep[i] else 0.0 for i in range(vocab)]
             total = sum(kept)
-            before = 0.0
+            before, boundary = 0.0, None
             for position, i in enumerate(order):
                 share = kept[i] / total if total > 0 else 0.0
-                if not (before < pp or pp >= 1 or position == 0):
-                    keep[i] = False
+                if before < pp or pp >= 1 or position == 0:
+                    boundary = probs[i]  # the least probable token inside the mass so far
                 before += share
+            # Every top-k survivor at least as probable as the boundary token stays: ties go
+            # together, as SGLang's (flashinfer's) threshold keeps them.
+            keep = [keep[i] and probs[i] >= boundary for i in range(vocab)]
         out.append([probs[i] if keep[i] else 0.0 for i in range(vocab)])
     return out
