@@ -1,4 +1,8 @@
-"""Names every docstring example in src/ may use, as a user's session would import them."""
+"""Settings for the docstring examples in src/ (collected by ``--doctest-modules``).
+
+The examples import what they use, so they run as ``python -m doctest`` runs them on an
+installed eagle_fn: no names are injected here.
+"""
 
 import atexit
 import os
@@ -14,20 +18,9 @@ if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="eagle_fn_inductor_")
     atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
 
-import pytest
 import torch
 
 # Without CUDA, Triton kernels (eagle_fn.kernels) run on CPU tensors in Triton's interpreter,
 # which must be chosen before any kernel is decorated, that is before eagle_fn.kernels loads.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
-
-import eagle_fn
-from eagle_fn import profiling
-
-
-@pytest.fixture(autouse=True)
-def _doctest_names(doctest_namespace):
-    doctest_namespace["torch"] = torch
-    doctest_namespace.update({name: getattr(eagle_fn, name) for name in eagle_fn.__all__})
-    doctest_namespace.update(OpCounter=profiling.OpCounter)

@@ -68,6 +68,7 @@ def verify_sampling(
     ``final_uniforms [bs]`` -> as :func:`~eagle_fn.verify_greedy`'s.
 
     Example:
+        >>> from eagle_fn import DraftConfig, DraftTree, build_verify_tree
         >>> cfg, t = DraftConfig.chain(2), torch.tensor
         >>> tree = DraftTree(t([[-1, 0]]), t([[0, 1]]), t([[1, 2]]))
         >>> vt = build_verify_tree(cfg, tree, t([0]), t([3]))

@@ -45,6 +45,7 @@ def verify_greedy(
     ``num_accepted [bs]``, ``predicts [bs * N]``.
 
     Example:
+        >>> from eagle_fn import DraftConfig, DraftTree, build_verify_tree
         >>> cfg = DraftConfig.chain(2)
         >>> parents, selected = torch.tensor([[-1, 0]]), torch.tensor([[0, 1]])
         >>> tree = DraftTree(parents, selected, draft_tokens=torch.tensor([[7, 9]]))
