@@ -34,7 +34,6 @@ __all__ = [
     "Uniforms",
     "VerifyOptions",
     "VerifyTree",
-    "__version__",
     "build_verify_tree",
     "chain_constants",
     "check_constants",
