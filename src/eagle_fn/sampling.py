@@ -53,16 +53,15 @@ def verify_sampling(
 ) -> GreedyVerdict:
     """Accepts drafts so that the emitted tokens follow the target (docs/semantics.md §9).
 
-    Target-only (SGLang's) for trees, rejection sampling on ``draft_probs`` for chains.
-
     Args:
         cfg, verify_tree: a draft configuration and a tree built with it (only ``N`` checked).
         target_probs, uniforms, final_uniforms: row ``j`` is the target's distribution after
             node ``j``; the coins (in ``[0, 1)``, unchecked) at node ``j``, and the final one.
         threshold_single, threshold_acc: accept if ``q >= single`` or ``coin <= acc / acc_t``
             (both rounded to float32 first, as SGLang's kernel takes them); lossless at 1.
-        draft_probs: row ``j`` is the draft's distribution that drew node ``j + 1``; its token
-            ``x`` is accepted if ``q(x) > 0`` and ``coin * p(x) <= q(x)``.
+        draft_probs: chains only: rejection sampling, where row ``j`` is the draft's distribution
+            that drew node ``j + 1``, whose token ``x`` is accepted if ``q(x) > 0`` and ``coin *
+            p(x) <= q(x)``. Without it: target-only (SGLang's), for trees and chains.
 
     Shapes: ``target_probs, draft_probs [bs, N, V]`` or ``[bs * N, V]``, ``uniforms [bs, N]``,
     ``final_uniforms [bs]`` -> as :func:`~eagle_fn.verify_greedy`'s.
