@@ -1,5 +1,6 @@
 import inspect
 import traceback
+import typing
 from inspect import Parameter, Signature
 
 import pytest
@@ -44,6 +45,7 @@ def test_forwarding_passes_every_parameter_in_order_after_the_lead():
 def test_forwarding_shows_the_signature_and_the_names_given():
     f = forwarding("f", SIGNATURE, record, qualname="Owner.f", doc="Docs.")
     assert inspect.signature(f) == SIGNATURE
+    assert typing.get_type_hints(f) == {"a": int, "return": tuple}
     assert (f.__name__, f.__qualname__, f.__module__, f.__doc__) == (
         "f",
         "Owner.f",
@@ -91,7 +93,7 @@ def test_forwarding_writes_plain_and_keyword_only_parameters_only(kind):
 
 def test_cut_keeps_the_taken_parameters_and_the_return_annotation():
     got = cut(layout.verify_core, slice(3, None), "lead")
-    whole = inspect.signature(layout.verify_core)
+    whole = inspect.signature(layout.verify_core, eval_str=True)  # annotations resolved
     assert list(got.parameters) == ["lead", *list(whole.parameters)[3:]]
     assert list(got.parameters.values())[1:] == list(whole.parameters.values())[3:]
     assert got.return_annotation == whole.return_annotation
@@ -106,16 +108,21 @@ def test_cut_keeps_the_taken_parameters_and_the_return_annotation():
     ],
 )
 def test_each_worker_method_takes_the_fronted_functions_parameters_after_cfg(method, fronted):
-    got, whole = inspect.signature(getattr(DraftOrganizer, method)), inspect.signature(fronted)
+    got = inspect.signature(getattr(DraftOrganizer, method))
+    whole = inspect.signature(fronted, eval_str=True)
     assert next(iter(got.parameters)) == "self"
     assert list(got.parameters.values())[1:] == list(whole.parameters.values())[1:]
     assert got.return_annotation == whole.return_annotation
+    # Resolved at run time too (runtime checkers, autodoc), not strings of another module.
+    hints = typing.get_type_hints(fronted)
+    del hints["cfg"]
+    assert typing.get_type_hints(getattr(DraftOrganizer, method)) == hints
     assert getattr(DraftOrganizer, method).__qualname__ == f"DraftOrganizer.{method}"
     assert fronted.__name__ in getattr(DraftOrganizer, method).__doc__
 
 
 def test_the_chain_verify_path_takes_the_general_paths_arguments_the_worker_hands_it():
-    general = list(inspect.signature(layout.verify_core).parameters.values())
+    general = list(inspect.signature(layout.verify_core, eval_str=True).parameters.values())
     chain = list(inspect.signature(chain_verify_core).parameters.values())
     assert chain[0].name == "constants"
     assert chain[1:] == general[VERIFY_REQUEST]

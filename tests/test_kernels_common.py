@@ -5,6 +5,7 @@
 from helpers import kernel_support  # noqa: I001  (first: it turns on the interpreter before the kernels load)
 
 import inspect
+import typing
 
 import pytest
 import torch
@@ -157,7 +158,8 @@ def test_a_launch_makes_its_tensors_device_current(monkeypatch):
 )
 def test_public_kernels_take_the_torch_signature_and_say_how_values_compare(name):
     fused, reference = getattr(eagle_fn.kernels, name), getattr(eagle_fn, name)
-    assert inspect.signature(fused) == inspect.signature(reference)
+    assert inspect.signature(fused) == inspect.signature(reference, eval_str=True)
+    assert typing.get_type_hints(fused) == typing.get_type_hints(reference)
     assert f":func:`eagle_fn.{name}` as one fused kernel" in fused.__doc__
     # Only the sampled final draw can differ, on a float64 tie (docs/sampling.md).
     tie = "ties the coin within rounding" in fused.__doc__

@@ -53,8 +53,20 @@ def forwarding(
     function.__module__ = getattr(target, "__module__", None)
     function.__qualname__ = qualname or name
     function.__signature__ = signature
+    function.__annotations__ = _annotations(signature)
     function.__doc__ = doc
     return function
+
+
+def _annotations(signature: inspect.Signature) -> dict[str, Any]:
+    """``signature``'s annotations as ``__annotations__`` holds them, for ``get_type_hints``.
+    Resolved where the signature was made (``inspect.signature(fn, eval_str=True)``): a
+    string would be looked up among the written function's globals, the exec scope."""
+    params = signature.parameters.values()
+    hints = {p.name: p.annotation for p in params if p.annotation is not p.empty}
+    if signature.return_annotation is not signature.empty:
+        hints["return"] = signature.return_annotation
+    return hints
 
 
 def _parameters(params: list[inspect.Parameter], scope: dict[str, Any]) -> str:
@@ -74,6 +86,6 @@ def _parameters(params: list[inspect.Parameter], scope: dict[str, Any]) -> str:
 
 def cut(fn: Callable[..., Any], taken: slice, first: str) -> inspect.Signature:
     """``fn``'s signature with its parameters cut to ``taken``, ``first`` put before them."""
-    whole = inspect.signature(fn)
+    whole = inspect.signature(fn, eval_str=True)
     lead = inspect.Parameter(first, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return whole.replace(parameters=[lead, *list(whole.parameters.values())[taken]])

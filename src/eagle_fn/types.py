@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 # The per-step lists of a draft loop: a list (or tuple) with one tensor per step.
-Tensors: TypeAlias = "list[Tensor] | tuple[Tensor, ...]"
+Tensors: TypeAlias = list[Tensor] | tuple[Tensor, ...]
 
 
 class DraftStep(NamedTuple):

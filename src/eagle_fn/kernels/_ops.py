@@ -164,7 +164,7 @@ def kernel_core(reference: F, compute: Callable[..., Any]) -> F:
     """
     name = reference.__name__
     doc = f":func:`{reference.__module__}.{name}` in one fused launch (unchecked)."
-    return cast(F, forwarding(name, inspect.signature(reference), compute, doc=doc))
+    return cast(F, forwarding(name, inspect.signature(reference, eval_str=True), compute, doc=doc))
 
 
 def fused(
@@ -177,7 +177,7 @@ def fused(
     same checks (``checked_args`` is the reference's own), one fused launch after them.
     ``values`` says how its outputs compare with the reference's, for its docstring."""
 
-    name, signature = reference.__name__, inspect.signature(reference)
+    name, signature = reference.__name__, inspect.signature(reference, eval_str=True)
     options = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
     positional = len(signature.parameters) - len(options)
 
