@@ -238,6 +238,47 @@ def test_the_cpp_compiler_probe_on_a_machine_without_one(tmp_path):
     assert out.stdout.split() == ["[]", "True"]
 
 
+def failing_compiler(folder) -> str:
+    """A C++ compiler that answers ``--version`` and fails every build."""
+    stub = folder / "cxx"
+    stub.write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && exit 0\necho "no linker here" >&2\nexit 1\n'
+    )
+    stub.chmod(0o755)
+    return str(stub)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell-script compiler")
+def test_a_cpp_compiler_that_cannot_build_counts_as_missing(tmp_path):
+    # Inductor's own probe only runs --version: with this compiler auto compiled the verify
+    # path and every call of it raised. Now auto stays eager, as with no compiler at all.
+    stub = failing_compiler(tmp_path)
+    code = (
+        "import eagle_fn\n"
+        "from eagle_fn._modes import cpp_compiler_missing\n"
+        "w = eagle_fn.DraftOrganizer(eagle_fn.DraftConfig(4, 3, 8), max_bs=2, device='cpu')\n"
+        "print(sorted(w.compiled))\n"
+        "print(cpp_compiler_missing())\n"
+    )
+    env = {**os.environ, "CXX": stub, "EAGLE_FN_COMPILE": "auto"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "[]",
+        f"{stub} answers --version but cannot build a shared library: no linker here",
+    ]
+
+
+def test_a_cpp_compiler_that_builds_is_not_missing(monkeypatch):
+    import torch._inductor.cpp_builder as cpp_builder
+
+    found = [cxx for cxx in ("g++", "c++", "clang++") if shutil.which(cxx)]
+    if sys.platform == "win32" or not found:
+        pytest.skip("no C++ compiler here")
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", lambda: found[0])
+    assert _modes.cpp_compiler_missing.__wrapped__() == ""
+
+
 @pytest.mark.parametrize("value", ["yes", "true", "2", " ", "AUTO "])
 def test_bad_environment_value_lists_the_allowed_ones(monkeypatch, value):
     monkeypatch.setenv("EAGLE_FN_COMPILE", value)

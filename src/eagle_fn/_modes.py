@@ -6,6 +6,9 @@ from __future__ import annotations
 import enum
 import functools
 import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -92,13 +95,32 @@ def compiled_paths(
 def cpp_compiler_missing() -> str:
     """Why inductor's CPU backend would find no working C++ compiler, or ``""``: it builds
     every CPU graph with one, and without one the first compiled call would fail mid-serving.
-    Asked once per process (inductor runs ``<cxx> --version``)."""
+    Asked once per process: inductor's own probe (``<cxx> --version``), then a build of a
+    shared library, which a compiler that only answers ``--version`` fails."""
     try:
         from torch._inductor.cpp_builder import get_cpp_compiler
     except ImportError:  # a torch without this probe: leave the decision to inductor
         return ""
     try:
-        get_cpp_compiler()
+        cxx = get_cpp_compiler()
     except Exception as error:  # InvalidCxxCompiler, or whatever a future probe raises
         return str(error) or type(error).__name__
+    return "" if sys.platform == "win32" else _cannot_build(cxx)  # MSVC takes other flags
+
+
+def _cannot_build(cxx: str) -> str:
+    """Why ``cxx`` cannot build a one-function shared library, as inductor builds each graph
+    (``-shared -fPIC``), or ``""``."""
+    with tempfile.TemporaryDirectory(prefix="eagle_fn_cxx_") as folder:
+        source = os.path.join(folder, "probe.cpp")
+        with open(source, "w") as file:
+            file.write('extern "C" int eagle_fn_probe() { return 0; }\n')
+        command = [cxx, "-shared", "-fPIC", source, "-o", os.path.join(folder, "probe.so")]
+        try:
+            built = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError) as error:
+            return f"{cxx} did not run: {error}"
+    if built.returncode != 0:
+        said = built.stderr.strip()[-300:] or f"exit status {built.returncode}"
+        return f"{cxx} answers --version but cannot build a shared library: {said}"
     return ""
