@@ -14,6 +14,7 @@ from eagle_fn._backend import Backend, backend_from_env, resolve_backend
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda", 0)  # only its type is read: no GPU needed
+KERNELS_IMPORT_ERROR = _backend.kernels_import_error
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +22,9 @@ def _clean_env(monkeypatch):
     monkeypatch.delenv("EAGLE_FN_BACKEND", raising=False)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(_backend, "_decided", [])  # as before eagle_fn.kernels is imported
+    # Resolution alone: importing the kernels here, with the variable just removed, would
+    # decorate them in the other mode (KERNELS_IMPORT_ERROR, the real one, is tested below).
+    monkeypatch.setattr(_backend, "kernels_import_error", lambda: None)
 
 
 @pytest.fixture
@@ -132,6 +136,41 @@ def test_once_the_kernels_are_imported_their_decoration_decides(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     _backend.record_kernels(True)
     assert resolve_backend("triton", CPU) is Backend.TRITON
+
+
+@pytest.mark.usefixtures("triton_installed")
+def test_kernels_that_do_not_import_send_auto_to_torch_and_refuse_triton(monkeypatch):
+    # Importing eagle_fn.kernels raises ImportError where TRITON_INTERPRET changed after
+    # triton was imported: backend='triton' says so as RuntimeError, as for its other reasons.
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setitem(sys.modules, "eagle_fn.kernels", None)  # its import raises ImportError
+    monkeypatch.setattr(_backend, "kernels_import_error", KERNELS_IMPORT_ERROR)
+    assert resolve_backend("auto", CUDA) is Backend.TORCH
+    with pytest.raises(
+        RuntimeError, match=r"^backend 'triton' cannot run on cpu: .*eagle_fn\.kernels"
+    ):
+        resolve_backend("triton", CPU)
+
+
+def test_a_late_triton_interpret_is_a_runtime_error_of_the_worker():
+    # The real case: triton imported for its compiler, then TRITON_INTERPRET=1 set.
+    code = (
+        "import os, triton.language, torch\n"
+        "os.environ['TRITON_INTERPRET'] = '1'\n"
+        "import eagle_fn\n"
+        "try:\n"
+        "    eagle_fn.DraftOrganizer(eagle_fn.DraftConfig.chain(2), max_bs=2, device='cpu',\n"
+        "                            compile=False, backend='triton')\n"
+        "except RuntimeError as error:\n"
+        "    print(error)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(
+        "DraftOrganizer: backend 'triton' cannot run on cpu: eagle_fn.kernels: TRITON_INTERPRET "
+        "changed after triton was imported"
+    )
 
 
 @pytest.mark.usefixtures("triton_installed")

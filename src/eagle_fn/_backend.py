@@ -2,9 +2,10 @@
 
 ``EAGLE_FN_BACKEND`` (or an explicit ``backend=``) takes ``torch``, ``triton`` or ``auto``:
 
-- ``auto`` (also when unset): Triton on CUDA devices when ``triton`` is importable, torch
-  everywhere else. CPU tensors stay on torch even under ``TRITON_INTERPRET=1``: the
-  interpreter is a test harness, far slower than the torch functions.
+- ``auto`` (also when unset): Triton on CUDA devices when ``triton`` and
+  :mod:`eagle_fn.kernels` import, torch everywhere else. CPU tensors stay on torch even
+  under ``TRITON_INTERPRET=1``: the interpreter is a test harness, far slower than the torch
+  functions.
 - ``torch``: the reference functions, on any device.
 - ``triton``: the kernels, or a ``RuntimeError`` saying why they cannot run. They run on CUDA
   devices (ROCm's included), and on CPU tensors only when ``TRITON_INTERPRET=1`` was set
@@ -75,8 +76,9 @@ def resolve_backend(
     if choice is Backend.TORCH:
         return Backend.TORCH
     if choice is Backend.AUTO:
-        return Backend.TRITON if device.type == "cuda" and triton_available() else Backend.TORCH
-    reason = triton_unavailable_reason(device)
+        usable = device.type == "cuda" and triton_available() and kernels_import_error() is None
+        return Backend.TRITON if usable else Backend.TORCH
+    reason = triton_unavailable_reason(device) or kernels_import_error()
     if reason is not None:
         raise RuntimeError(f"{name} 'triton' cannot run on {device}: {reason}")
     return Backend.TRITON
@@ -85,6 +87,17 @@ def resolve_backend(
 def triton_unavailable_reason(device: torch.device) -> str | None:
     """Why the kernels cannot run on ``device``, or ``None`` when they can."""
     return triton_import_error() or kernel_device_reason(device)
+
+
+def kernels_import_error() -> str | None:
+    """Why :mod:`eagle_fn.kernels` fails to import once triton does (its kernels decorated in
+    another mode than Triton's own helpers, ``TRITON_INTERPRET`` having changed), or ``None``.
+    Asked where the kernels are about to be imported anyway."""
+    try:
+        importlib.import_module("eagle_fn.kernels")
+    except ImportError as error:
+        return str(error)
+    return None
 
 
 def kernel_device_reason(device: torch.device) -> str | None:
