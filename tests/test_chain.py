@@ -1,3 +1,7 @@
+import copy
+import pickle
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -19,6 +23,10 @@ from eagle_fn import (
 )
 from helpers import reference
 from helpers.drafts import draft_lists
+
+
+def pickle_round_trip(value):
+    return pickle.loads(pickle.dumps(value))
 
 
 @pytest.fixture
@@ -55,6 +63,33 @@ def test_same_arguments_return_the_same_objects():
     elsewhere = chain_constants(cfg, max_bs=8, device="meta")  # the device is part of the key
     assert elsewhere is not first
     assert {elsewhere.parents.device.type, elsewhere.score_indices.device.type} == {"meta"}
+
+
+@pytest.mark.parametrize("copier", [pickle_round_trip, copy.copy, copy.deepcopy])
+def test_constants_pickle_and_copy_by_reference(fresh_cache, copier):
+    # A copy with tensors of its own would sit outside the cache, where check_constants
+    # never looks: unpickling and copying find (or build) the process's cached set instead.
+    cfg, cpu = DraftConfig.chain(3), torch.device("cpu")
+    for constants in (
+        chain_constants(cfg, max_bs=4, device=cpu),
+        chain.chain_verify_constants(cfg, max_bs=4, device=cpu),
+    ):
+        assert copier(constants) is constants
+
+
+def test_unpickled_constants_are_the_other_processs_cached_ones():
+    data = pickle.dumps(chain_constants(DraftConfig.chain(3), max_bs=4, device="cpu"))
+    code = (
+        "import pickle, sys, eagle_fn\n"
+        "c = pickle.loads(sys.stdin.buffer.read())\n"
+        "print(c is eagle_fn.chain_constants(eagle_fn.DraftConfig.chain(3), max_bs=4, "
+        "device='cpu'), c.parents.tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True)
+    assert out.stdout.decode().split(maxsplit=1) == [
+        "True",
+        "[[-1, 0, 1], [-1, 0, 1], [-1, 0, 1], [-1, 0, 1]]\n",
+    ]
 
 
 def test_row_views_are_cut_on_first_use_and_kept(fresh_cache, monkeypatch):

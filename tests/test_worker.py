@@ -1,4 +1,6 @@
+import copy
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -105,6 +107,15 @@ def test_reconfigure_never_rebinds_constants():
     # Another worker with the same key shares the very same buffers.
     other = worker(chain3)
     assert other.organize(torch.rand(2, 3), idx3).parent_list.data_ptr() == ptr3
+
+
+@pytest.mark.parametrize("copier", [pickle.dumps, copy.copy, copy.deepcopy])
+def test_a_worker_is_not_pickled_or_copied(copier):
+    # A compiled worker failed with PicklingError deep in its functions; an eager one pickled
+    # into private copies of the shared constants, which check_constants never looks at.
+    w = worker(DraftConfig.chain(3), max_bs=4)
+    with pytest.raises(TypeError, match=r"^DraftOrganizer cannot be pickled or copied: .*process"):
+        copier(w)
 
 
 @pytest.mark.parametrize("name", ["config", "max_bs", "device", "backend", "compiled"])

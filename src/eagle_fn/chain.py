@@ -36,6 +36,7 @@ class RowViews(CachedTensors):
     compiled graph :meth:`at` cuts them with the graph's symbolic bs: one graph for every bs.
     """
 
+    config: DraftConfig
     max_bs: int
     rows: dict[int, tuple[Tensor, ...]]  # set once in __post_init__; not a dataclass field
 
@@ -45,6 +46,12 @@ class RowViews(CachedTensors):
 
     def cut(self, bs: Any) -> tuple[Tensor, ...]:
         raise NotImplementedError
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By reference: unpickling (or copying) finds that process's cached set. A copy with
+        # tensors of its own would be outside the cache, where check_constants never looks.
+        device = next(iter(self._tensors().values())).device
+        return _cached, (type(self).__name__, self.config, self.max_bs, device)
 
     def at(self, bs: Any) -> tuple[Tensor, ...]:
         """The views for ``bs`` rows: kept when eager, cut when compiling or symbolic."""
@@ -163,6 +170,13 @@ def chain_verify_constants(
     return memoized(
         key, lambda: ChainVerifyConstants(cfg, max_bs, **_verify_tensors(cfg, max_bs, device))
     )
+
+
+def _cached(kind: str, cfg: DraftConfig, max_bs: int, device: torch.device) -> RowViews:
+    """The cached constant set of class ``kind`` for these arguments: what unpickling one
+    returns."""
+    build = chain_constants if kind == "ChainConstants" else chain_verify_constants
+    return build(cfg, max_bs=max_bs, device=device)
 
 
 def organize_chain(constants: ChainConstants, topk_index: Tensor) -> DraftTree:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 import torch
 
 from . import chain, layout, organize
-from ._backend import resolve_backend
+from ._backend import Backend, resolve_backend
 from ._compile import Path, path_functions
 from ._forwarding import cut, forwarding
 from ._modes import compiled_paths
@@ -73,6 +73,19 @@ class DraftOrganizer(SetOnce):
     organize_steps = _method("organize_steps", organize_tree)
     build_verify = _method("build_verify", layout.build_verify_tree)
 
+    if TYPE_CHECKING:  # read-only to type checkers as well (SetOnce refuses at run time)
+
+        @property
+        def config(self) -> DraftConfig: ...
+        @property
+        def max_bs(self) -> int: ...
+        @property
+        def device(self) -> torch.device: ...
+        @property
+        def backend(self) -> Backend: ...
+        @property
+        def compiled(self) -> frozenset[str]: ...
+
     def __init__(
         self,
         cfg: DraftConfig,
@@ -82,12 +95,13 @@ class DraftOrganizer(SetOnce):
         compile: bool | None = None,
         backend: str | None = None,
     ) -> None:
-        require_config("DraftOrganizer", cfg)
-        self.max_bs = require_int("DraftOrganizer", "max_bs", max_bs, 1)
-        self.device = as_device("DraftOrganizer", device)
-        self.backend = resolve_backend(backend, self.device, "DraftOrganizer")
-        self.compiled = compiled_paths(compile, self.device, PATHS, self.backend, "DraftOrganizer")
-        self._site, self._warned = {"device": self.device, "device_label": "the worker"}, False
+        where = "DraftOrganizer"
+        require_config(where, cfg)
+        max_bs, device = require_int(where, "max_bs", max_bs, 1), as_device(where, device)
+        chosen = resolve_backend(backend, device, where)
+        compiled_names = compiled_paths(compile, device, PATHS, chosen, where)
+        vars(self).update(max_bs=max_bs, device=device, backend=chosen, compiled=compiled_names)
+        self._site, self._warned = {"device": device, "device_label": "the worker"}, False
         self.reconfigure(cfg)
 
     def reconfigure(self, cfg: DraftConfig) -> None:
@@ -96,5 +110,11 @@ class DraftOrganizer(SetOnce):
         fns = path_functions(PATHS, cfg, self.max_bs, self.compiled, self.backend)
         made = {n: p.constants for n, p in PATHS.items() if p.constants and cfg.is_chain}
         constants = {n: c(cfg, max_bs=self.max_bs, device=self.device) for n, c in made.items()}
-        vars(self).pop("config", None)  # the one place config is set again
-        self.config, self._fns, self._constants = cfg, fns, constants
+        vars(self)["config"] = cfg  # the one place config is set again
+        self._fns, self._constants = fns, constants
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            "DraftOrganizer cannot be pickled or copied: its compiled functions and cached "
+            "constants belong to this process; build one in each process from its settings"
+        )
