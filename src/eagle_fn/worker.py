@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Concatenate, NoReturn, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import torch
 
 from . import chain, layout, organize
-from ._backend import Backend, resolve_backend
+from ._backend import resolve_backend
 from ._compile import Path, path_functions
 from ._forwarding import cut, forwarding
 from ._modes import compiled_paths
-from ._set_once import SetOnce
+from ._set_once import WorkerSettings
 from .arguments import as_device, require_config, require_int
 from .config import DraftConfig
 from .organize import organize_multilayer, organize_tree
@@ -62,7 +62,7 @@ def _method(
     return forwarding(name, signature, _route, name, qualname=qualname, doc=doc)
 
 
-class DraftOrganizer(SetOnce):
+class DraftOrganizer(WorkerSettings):
     """The thin stateful front of eagle_fn for a serving engine's draft loop (docs/semantics.md
     §6): a chain config within ``max_bs`` takes cached constants, the rest the general path,
     with identical values; ``compile`` and ``backend`` override ``EAGLE_FN_COMPILE`` and
@@ -73,19 +73,6 @@ class DraftOrganizer(SetOnce):
     organize_steps = _method("organize_steps", organize_tree)
     build_verify = _method("build_verify", layout.build_verify_tree)
 
-    if TYPE_CHECKING:  # read-only to type checkers as well (SetOnce refuses at run time)
-
-        @property
-        def config(self) -> DraftConfig: ...
-        @property
-        def max_bs(self) -> int: ...
-        @property
-        def device(self) -> torch.device: ...
-        @property
-        def backend(self) -> Backend: ...
-        @property
-        def compiled(self) -> frozenset[str]: ...
-
     def __init__(
         self,
         cfg: DraftConfig,
@@ -95,8 +82,7 @@ class DraftOrganizer(SetOnce):
         compile: bool | None = None,
         backend: str | None = None,
     ) -> None:
-        where = "DraftOrganizer"
-        require_config(where, cfg)
+        require_config(where := "DraftOrganizer", cfg)
         max_bs, device = require_int(where, "max_bs", max_bs, 1), as_device(where, device)
         chosen = resolve_backend(backend, device, where)
         compiled_names = compiled_paths(compile, device, PATHS, chosen, where)
@@ -112,9 +98,3 @@ class DraftOrganizer(SetOnce):
         constants = {n: c(cfg, max_bs=self.max_bs, device=self.device) for n, c in made.items()}
         vars(self)["config"] = cfg  # the one place config is set again
         self._fns, self._constants = fns, constants
-
-    def __reduce__(self) -> NoReturn:
-        raise TypeError(
-            "DraftOrganizer cannot be pickled or copied: its compiled functions and cached "
-            "constants belong to this process; build one in each process from its settings"
-        )
