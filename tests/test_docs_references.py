@@ -60,6 +60,7 @@ from types import ModuleType
 
 import pytest
 
+import eagle_fn
 from helpers.doc_names import (
     benchmark_paths,
     code_strings,
@@ -493,3 +494,21 @@ def test_every_cited_section_exists():
     assert len(cited) > 5
     assert len(parts) >= 3
     report(failures)
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        eagle_fn.DraftStep,
+        eagle_fn.DraftTree,
+        eagle_fn.VerifyTree,
+        eagle_fn.GreedyVerdict,
+        eagle_fn.Uniforms,
+    ],
+    ids=lambda cls: cls.__name__,
+)
+def test_each_result_field_is_documented_where_help_shows_it(cls):
+    # help() shows a NamedTuple's docstring, and each field only as "Alias for field number
+    # i": its shape and dtype belong in the class's Attributes section.
+    documented = re.findall(r"^        (\w+): ", cls.__doc__, flags=re.MULTILINE)
+    assert documented == list(cls._fields)

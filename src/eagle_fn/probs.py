@@ -31,10 +31,15 @@ LOGITS = {(k, p): _logits_contract(k, p) for k in (False, True) for p in (False,
 
 
 class Uniforms(NamedTuple):
-    """The coins of one sampling verification."""
+    """The coins of one sampling verification.
 
-    uniforms: Tensor  # [bs, N] uniforms[:, j] picks among node j's children
-    final_uniforms: Tensor  # [bs] draws the final token
+    Attributes:
+        uniforms: ``[bs, N]`` float32; ``uniforms[:, j]`` picks among node ``j``'s children.
+        final_uniforms: ``[bs]`` float32, drawing the final token.
+    """
+
+    uniforms: Tensor
+    final_uniforms: Tensor
 
 
 def draw_uniforms(

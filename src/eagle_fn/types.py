@@ -17,16 +17,23 @@ class DraftStep(NamedTuple):
 
     ``input_ids`` and ``hidden_index`` feed the next draft forward; the three ``*_entry``
     tensors are appended to ``score_list``, ``token_list`` and ``parents_list``.
+
+    Attributes:
+        input_ids: ``[bs * topk]`` int64, the tokens of the kept paths, row-major.
+        hidden_index: ``[bs * topk]`` int64, the hidden-state row each kept path continues.
+        scores: ``[bs, topk]``, the kept paths' cumulative scores: ``topk_p`` as given at
+            step 0, best first after it.
+        score_entry: ``[bs, 1, topk]`` at step 0, ``[bs, topk, topk]`` after.
+        token_entry: ``[bs, topk]`` at step 0, ``[bs, topk * topk]`` after, int64.
+        parents_entry: ``[bs, topk + 1]`` at step 0, ``[bs, topk]`` after, int64.
     """
 
-    input_ids: Tensor  # [bs * topk] tokens of the kept paths, row-major
-    hidden_index: Tensor  # [bs * topk] hidden-state row each kept path continues
-    # [bs, topk] cumulative path scores of the kept paths: topk_p as given at step 0, best
-    # first after it
+    input_ids: Tensor
+    hidden_index: Tensor
     scores: Tensor
-    score_entry: Tensor  # [bs, 1, topk] at step 0, [bs, topk, topk] after
-    token_entry: Tensor  # [bs, topk] at step 0, [bs, topk * topk] after
-    parents_entry: Tensor  # [bs, topk + 1] at step 0, [bs, topk] after
+    score_entry: Tensor
+    token_entry: Tensor
+    parents_entry: Tensor
 
 
 class DraftTree(NamedTuple):
@@ -35,11 +42,16 @@ class DraftTree(NamedTuple):
     Candidate ``g`` (a flat index into the concatenated steps) hangs under parent-table slot
     ``g // topk``: slot 0 is the root, otherwise ``parent_list[row, g // topk]`` is the flat
     index of its parent candidate. All int64.
+
+    Attributes:
+        parent_list: ``[bs, parent_width]``, the parent table.
+        top_scores_index: ``[bs, N - 1]``, the selected flat indices, ascending.
+        draft_tokens: ``[bs, N - 1]``, their tokens.
     """
 
-    parent_list: Tensor  # [bs, parent_width]
-    top_scores_index: Tensor  # [bs, N - 1] selected flat indices, ascending
-    draft_tokens: Tensor  # [bs, N - 1] their tokens
+    parent_list: Tensor
+    top_scores_index: Tensor
+    draft_tokens: Tensor
 
 
 class MaskMode(enum.Enum):
@@ -64,14 +76,23 @@ class VerifyTree(NamedTuple):
 
     Node 0 of each request is the bonus token (the root), node ``j >= 1`` is the candidate
     ``top_scores_index[:, j - 1]``. Links are node indices within the request, ``-1`` for none.
+
+    Attributes:
+        draft_tokens: ``[bs * N]`` int64, each request's bonus token, then its N - 1 drafts.
+        positions: ``[bs * N]`` int64, ``seq_len + depth``.
+        tree_mask: bool ``[bs * N * N]`` (QLEN), bool ``[N * sum(seq_lens) + bs * N * N]``
+            (FULL), or ``[bs * N]`` uint8/16/32 (BITPACKED), by :class:`MaskMode`.
+        retrieve_index: ``[bs, N]`` int64, ``row * N + node``.
+        retrieve_next_token: ``[bs, N]`` int64, each node's first child.
+        retrieve_next_sibling: ``[bs, N]`` int64, the next child of the same parent.
     """
 
-    draft_tokens: Tensor  # [bs * N] bonus token first, then the N - 1 draft tokens
-    positions: Tensor  # [bs * N] seq_len + depth
-    tree_mask: Tensor  # QLEN [bs*N*N] | FULL [N*sum(seq_lens) + bs*N*N] | BITPACKED [bs*N]
-    retrieve_index: Tensor  # [bs, N] row * N + node
-    retrieve_next_token: Tensor  # [bs, N] first child of each node
-    retrieve_next_sibling: Tensor  # [bs, N] next child of the same parent
+    draft_tokens: Tensor
+    positions: Tensor
+    tree_mask: Tensor
+    retrieve_index: Tensor
+    retrieve_next_token: Tensor
+    retrieve_next_sibling: Tensor
 
     @property
     def links(self) -> tuple[Tensor, Tensor, Tensor]:
@@ -81,11 +102,19 @@ class VerifyTree(NamedTuple):
 
 
 class GreedyVerdict(NamedTuple):
-    """What verification accepted and which tokens to commit (greedy and sampled alike)."""
+    """What verification accepted and which tokens to commit (greedy and sampled alike).
 
-    accept_index: Tensor  # [bs, num_steps + 1] flat nodes row * N + node, root first, -1 padded
-    num_accepted: Tensor  # [bs] accepted draft tokens (the root not counted)
-    predicts: Tensor  # [bs * N] the token to commit after every accepted node, 0 elsewhere
+    Attributes:
+        accept_index: ``[bs, num_steps + 1]`` int64, the accepted flat nodes
+            (``row * N + node``), root first, ``-1`` padded.
+        num_accepted: ``[bs]`` int64, the accepted draft tokens (the root not counted).
+        predicts: ``[bs * N]`` int64, the token to commit after each accepted node, 0
+            elsewhere.
+    """
+
+    accept_index: Tensor
+    num_accepted: Tensor
+    predicts: Tensor
 
 
 BITPACKED_DTYPES = {8: torch.uint8, 16: torch.uint16, 32: torch.uint32}
