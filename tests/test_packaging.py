@@ -19,7 +19,9 @@ def tracked_files() -> list[str]:
 
 
 def test_the_sdist_holds_every_tracked_file_and_no_bytecode(tmp_path):
-    pytest.importorskip("setuptools")
+    setuptools = pytest.importorskip("setuptools")
+    if int(setuptools.__version__.split(".")[0]) < 77:  # the test extra asks for 77+
+        pytest.skip(f"setuptools {setuptools.__version__} cannot build a PEP 639 license")
     files = tracked_files()
     tree = tmp_path / "tree"  # a copy: building writes egg-info beside the sources
     for name in files:
