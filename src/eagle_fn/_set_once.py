@@ -34,8 +34,8 @@ class SetOnce:
 
 class WorkerSettings(SetOnce):
     """The worker's settings: read-only at run time (:class:`SetOnce`) and, as properties, to
-    type checkers. A worker is neither pickled nor copied: what it built belongs to its
-    process."""
+    type checkers, so the worker sets them through ``vars(self)``. A worker is neither
+    pickled nor copied: what it built belongs to its process."""
 
     if TYPE_CHECKING:
 
