@@ -34,6 +34,7 @@ from eagle_fn._compile import batch_shapes, compile_fn
 from eagle_fn.kernels import greedy as kgreedy
 from eagle_fn.kernels import verify as kverify
 from eagle_fn.kernels._kernels_build import _bisect
+from eagle_fn.kernels._kernels_verify import verify_greedy_kernel
 from eagle_fn.kernels._ops import launcher, power_of_2
 from eagle_fn.layout import BUILD_VERIFY
 from eagle_fn.profiling import OpCounter
@@ -576,6 +577,26 @@ def test_greedy_accepts_retrieve_index_entries_at_the_ends_of_int64(huge, device
     got = check_greedy(cfg, on(vt, device), zeros.to(device))
     assert got.accept_index[:, 1].tolist() == [huge] * bs
     assert got.predicts.tolist() == [0] * (bs * n)
+
+
+def test_greedy_clamps_target_reads_in_int64_past_2_to_the_31_nodes():
+    # Every target read is clamped into the bs * N flat nodes; as an int32 product that bound
+    # wrapped negative from 2**31 on and sent each read before the tensor (a kernel review).
+    # No test can hold that many nodes, so one real request runs with bs claimed that large:
+    # nothing else in the kernel reads bs.
+    n, num_steps = 16, 4
+    tokens = torch.arange(n) + 100
+    links = torch.full((n,), -1)
+    links[:num_steps] = torch.arange(1, num_steps + 1)  # a chain 0 -> 1 -> .. -> 4
+    target = tokens.roll(-1)  # each node's target is the next node's token: all accepted
+    accept, count = torch.full((num_steps + 1,), -7), torch.zeros(1, dtype=I64)
+    predicts = torch.full((n,), -7)
+    launch = launcher(verify_greedy_kernel)
+    args = (tokens, torch.arange(n), links, torch.full((n,), -1), target, accept, count)
+    launch(1, *args, predicts, n, num_steps, 2**27 + 1, BLOCK_N=n, BLOCK_S=8)
+    assert accept.tolist() == [0, 1, 2, 3, 4]
+    assert count.tolist() == [4]
+    assert predicts.tolist() == [*target[:5].tolist(), *[0] * (n - 5)]
 
 
 def test_greedy_wide_trees_and_foreign_rows(device):

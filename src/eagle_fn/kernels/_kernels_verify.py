@@ -35,9 +35,10 @@ def verify_greedy_kernel(
     node = tl.arange(0, BLOCK_N)  # [BLOCK_N] nodes, valid below N
     lane = tl.arange(0, BLOCK_S)  # [BLOCK_S] accept slots, valid below S + 1
     width = num_steps + 1
+    flat = bs.to(tl.int64) * n  # the target's rows: an int32 product wraps from 2**31 on
     accept, committed = _walk(  # [BLOCK_S], [BLOCK_N] bool
         tokens_ptr, index_ptr, next_ptr, sibling_ptr, target_ptr,
-        row, n, num_steps, bs * n, node, lane,
+        row, n, num_steps, flat, node, lane,
     )  # fmt: skip
     tl.store(accept_ptr + row * width + lane, accept, mask=lane < width)
     drafted = (accept >= 0) & (lane > 0) & (lane < width)
