@@ -584,16 +584,16 @@ def test_greedy_clamps_target_reads_in_int64_past_2_to_the_31_nodes():
     # wrapped negative from 2**31 on and sent each read before the tensor (a kernel review).
     # No test can hold that many nodes, so one real request runs with bs claimed that large:
     # nothing else in the kernel reads bs.
-    n, num_steps = 16, 4
-    tokens = torch.arange(n) + 100
-    links = torch.full((n,), -1)
+    n, num_steps, dev = 16, 4, KERNEL_DEVICE
+    tokens = torch.arange(n, device=dev) + 100
+    links = torch.full((n,), -1, device=dev)
     links[:num_steps] = torch.arange(1, num_steps + 1)  # a chain 0 -> 1 -> .. -> 4
     target = tokens.roll(-1)  # each node's target is the next node's token: all accepted
-    accept, count = torch.full((num_steps + 1,), -7), torch.zeros(1, dtype=I64)
-    predicts = torch.full((n,), -7)
+    accept = torch.full((num_steps + 1,), -7, device=dev)
+    count, predicts = torch.zeros(1, dtype=I64, device=dev), torch.full((n,), -7, device=dev)
+    trees = (tokens, torch.arange(n, device=dev), links, torch.full((n,), -1, device=dev), target)
     launch = launcher(verify_greedy_kernel)
-    args = (tokens, torch.arange(n), links, torch.full((n,), -1), target, accept, count)
-    launch(1, *args, predicts, n, num_steps, 2**27 + 1, BLOCK_N=n, BLOCK_S=8)
+    launch(1, *trees, accept, count, predicts, n, num_steps, 2**27 + 1, BLOCK_N=n, BLOCK_S=8)
     assert accept.tolist() == [0, 1, 2, 3, 4]
     assert count.tolist() == [4]
     assert predicts.tolist() == [*target[:5].tolist(), *[0] * (n - 5)]
