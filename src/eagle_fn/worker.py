@@ -8,35 +8,20 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import torch
 
-from . import chain, layout, organize
 from ._backend import resolve_backend
-from ._compile import Path, path_functions
+from ._compile import path_functions
 from ._forwarding import cut, forwarding
 from ._modes import compiled_paths
+from ._paths import PATHS, ROUTES
 from ._set_once import WorkerSettings
 from .arguments import as_device, require_config, require_int
 from .config import DraftConfig
+from .layout import build_verify_tree
 from .organize import organize_multilayer, organize_tree
 from .types import MaxBatchWarning
 
 P = ParamSpec("P")
 R = TypeVar("R")
-# Each path: its torch function, its contract, chain constants, per-call ints, kernel (if any).
-ORGANIZED, VERIFY = chain.chain_constants, chain.chain_verify_constants
-PATHS = {
-    "chain": Path(chain.chain_core, chain.CHAIN, ORGANIZED),
-    "chain_steps": Path(chain.chain_steps_core, organize.ORGANIZE_TREE, ORGANIZED),
-    "multilayer": Path(organize.multilayer_core, organize.MULTILAYER),
-    "tree": Path(organize.tree_core, organize.ORGANIZE_TREE, kernel="tree_core"),
-    "chain_verify": Path(chain.chain_verify_core, layout.BUILD_VERIFY, VERIFY, ints=("total",)),
-    "verify": Path(layout.verify_core, layout.BUILD_VERIFY, ints=("total",), kernel="verify_core"),
-}
-# Each method: its checks, general path, and chain path, which takes a slice of checked args.
-ROUTES: dict[str, tuple[Any, str, str, slice]] = {
-    "organize": (organize.multilayer_args, "multilayer", "chain", slice(2, 3)),
-    "organize_steps": (organize.tree_args, "tree", "chain_steps", slice(2, 3)),
-    "build_verify": (layout.verify_args, "verify", "chain_verify", chain.VERIFY_REQUEST),
-}
 
 
 def _route(method: str, worker: DraftOrganizer, *args: Any) -> Any:
@@ -63,15 +48,30 @@ def _method(
 
 
 class DraftOrganizer(WorkerSettings):
-    """The thin stateful front of eagle_fn for a serving engine's draft loop (docs/semantics.md
-    §6): a chain config within ``max_bs`` takes cached constants, the rest the general path,
-    with identical values; ``compile`` and ``backend`` override ``EAGLE_FN_COMPILE`` and
-    ``EAGLE_FN_BACKEND``. Each method takes its function's arguments less ``cfg``."""
+    """The thin stateful front of eagle_fn for a serving engine's draft loop.
 
-    # Fronted by name: in this class body ``organize`` is the method, not the module.
+    A chain config within ``max_bs`` takes cached constants (no kernel), others the general
+    path, with equal values; methods take their function's arguments less ``cfg`` (§6 of
+    docs/semantics.md: the guard, compilation, read-only settings, ``MaxBatchWarning``).
+
+    Args:
+        cfg: the draft's shape; :meth:`reconfigure` switches it.
+        max_bs: the largest batch the chain constants cover; above it, the general path.
+        device: the device every tensor argument must be on.
+        compile: ``True``/``False`` compiles every/no path; ``None`` reads ``EAGLE_FN_COMPILE``.
+        backend: ``'torch'``, ``'triton'``, ``'auto'``, or ``None`` for ``EAGLE_FN_BACKEND``.
+
+    Example:
+        >>> import torch
+        >>> from eagle_fn import DraftConfig, DraftOrganizer
+        >>> worker = DraftOrganizer(DraftConfig.chain(3), max_bs=8, device="cpu", compile=False)
+        >>> worker.organize(torch.rand(1, 3), torch.tensor([[11, 0, 6]])).parent_list
+        tensor([[-1,  0,  1]])
+    """
+
     organize = _method("organize", organize_multilayer)
     organize_steps = _method("organize_steps", organize_tree)
-    build_verify = _method("build_verify", layout.build_verify_tree)
+    build_verify = _method("build_verify", build_verify_tree)
 
     def __init__(
         self,
