@@ -187,8 +187,8 @@ def test_an_empty_batch_runs_eagerly(compiled_env, device):
 
 
 def test_threads_after_the_first_compile_share_its_graph(compiled_env):
-    # docs/design.md asks for a warm-up from one thread: threads compiling at once each made
-    # a graph (torch holds is_compiling() true process-wide while any thread compiles).
+    # docs/design.md asks for a warm-up from one thread: threads making their first call at
+    # once each compiled a graph.
     cfg = DraftConfig.chain(3)
     worker = DraftOrganizer(cfg, max_bs=2, device="cpu")  # bs 3 takes the compiled general path
     gen = torch.Generator().manual_seed(7)

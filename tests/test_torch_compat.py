@@ -313,6 +313,25 @@ def test_a_refused_call_does_not_ask_dynamo_again(fresh_dynamo, features, monkey
     assert sum("recompile limit" in str(w.message) for w in caught) == 1
 
 
+@pytest.mark.parametrize("features", FEATURES)
+def test_a_refused_call_runs_eagerly_while_another_thread_compiles(
+    fresh_dynamo, features, another_thread_compiling
+):
+    # torch 2.13 on hold is_compiling() true in every thread while one compiles: a call that
+    # took it for its own trace went straight to dynamo, whose refusal then reached the caller.
+    limit = torch._dynamo.config.recompile_limit
+    scaled = _compile.compile_fn(
+        _scaled, enabled=True, shapes={"x": _compile.Batch(2)}, features=features, backend="eager"
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for width in range(1, limit + 3):
+            x = torch.arange(2 * width).view(2, width)
+            assert torch.equal(scaled(x), x * 3)
+    assert graphs() == limit
+    assert sum("recompile limit" in str(w.message) for w in caught) == 1
+
+
 def test_a_refused_variant_is_its_tensors_layout_and_the_global_modes():
     # The wrapper alone, with a compiled function that always refuses: each call it is asked
     # is a variant it had not refused yet. An unbacked int's value is not part of a variant.

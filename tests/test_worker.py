@@ -404,6 +404,26 @@ def test_bad_inputs(build, error, match):
         build()
 
 
+def test_plain_calls_keep_their_branches_while_another_thread_compiles(
+    another_thread_compiling, monkeypatch
+):
+    # The traced branches are for calls dynamo traces. Taken on is_compiling(), which another
+    # thread's compile holds true (torch 2.13 on), a plain call lost its kept rows and its
+    # warning, and a FULL mask's negative sum(seq_lens) raised RuntimeError.
+    monkeypatch.setattr(_memo, "_cache", {})  # constants with no rows kept yet
+    cfg = DraftConfig.chain(3)
+    w = worker(cfg, max_bs=4)
+    first = w.organize(*multilayer(3, 2, torch.Generator().manual_seed(1)))
+    again = w.organize(*multilayer(3, 2, torch.Generator().manual_seed(2)))
+    assert again.parent_list is first.parent_list  # the kept row view
+    assert list(chain_constants(cfg, max_bs=4, device="cpu").rows) == [2]
+    with pytest.warns(MaxBatchWarning):
+        w.organize(*multilayer(3, 6, torch.Generator().manual_seed(3)))
+    rows = torch.tensor([-5, 1])
+    with pytest.raises(ValueError, match=r"sum\(seq_lens\) must be >= 0, got -4"):
+        build_verify_tree(cfg, first, rows, rows, mask_mode=MaskMode.FULL)
+
+
 def test_a_batch_above_max_bs_warns_once_per_worker():
     cfg = DraftConfig.chain(3)
     w = worker(cfg, max_bs=4)

@@ -203,7 +203,7 @@ def compile_with_marks(
 
     @functools.wraps(fn)
     def marked_call(*args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():  # a caller's compile traces fn itself: nothing to mark
+        if torch.compiler.is_dynamo_compiling():  # a caller traces fn itself: nothing to mark
             return fn(*args, **kwargs)
         return graph(*_replace(plan, args, kwargs, marked), **kwargs)
 

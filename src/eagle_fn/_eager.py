@@ -44,7 +44,7 @@ def eager_when_needed(
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_dynamo_compiling():
             return compiled(*args, **kwargs)
         if without_rows(args, kwargs):
             return fn(*args, **kwargs)

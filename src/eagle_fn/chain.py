@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.compiler import is_compiling
+from torch.compiler import is_dynamo_compiling
 
 from ._forwarding import cut, forwarding
 from ._memo import CachedTensors, faking, memoized
@@ -55,7 +55,7 @@ class RowViews(CachedTensors):
 
     def at(self, bs: Any) -> tuple[Tensor, ...]:
         """The views for ``bs`` rows: kept when eager, cut when compiling or symbolic."""
-        if is_compiling() or not isinstance(bs, int):  # a SymInt (make_fx) is unhashable
+        if is_dynamo_compiling() or not isinstance(bs, int):  # a SymInt (make_fx) is unhashable
             return self.cut(bs)
         views = self.rows.get(bs)
         if views is None:

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
-from torch.compiler import is_compiling
+from torch.compiler import is_dynamo_compiling
 
 from .arguments import require_config, require_tensor, require_type, show
 from .config import DraftConfig
@@ -119,7 +119,7 @@ class Contract:
         caller's ``torch.compile`` region it runs ``check`` itself, which dynamo traces
         into guards (docs/design.md). ``site``: ``where=``, ``device=``, ``device_label=``."""
         key = None
-        if not is_compiling():  # traced, check runs alone: what it reads becomes guards
+        if not is_dynamo_compiling():  # traced, check runs alone: what it reads becomes guards
             try:
                 flat = values if self._plain() else self._tensors(cfg, values, self.where)
                 key = (cfg, site.get("device"), *map(_SIGNATURE, flat))

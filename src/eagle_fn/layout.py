@@ -289,7 +289,7 @@ def full_mask_length(where: str, seq_lens: Tensor, n: int, seq_lens_sum: object)
         raise ValueError(f"{where}: a FULL mask of meta tensors needs seq_lens_sum")
     if seq_lens_sum is None:  # the one host sync, avoidable by passing it
         name, seq_lens_sum = "sum(seq_lens)", int(seq_lens.sum())
-        if torch.compiler.is_compiling():  # unbacked in a caller's graph: asserted as it runs
+        if torch.compiler.is_dynamo_compiling() or isinstance(seq_lens_sum, torch.SymInt):  # traced
             torch._check(seq_lens_sum >= 0)
             return n * seq_lens_sum + seq_lens.shape[0] * n * n
     total = require_int(where, name, seq_lens_sum, 0)

@@ -220,7 +220,7 @@ def _keyed(scores: Tensor) -> bool:
 
 
 def _key_constants(width: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_dynamo_compiling():
         return _key_tensors(width, device)  # folded into the graph by the compiler
     key, build = ("rank_keys", width, device), lambda: _key_tensors(width, device)
     return memoized(key, build, capturable=True)  # first needed in a capture: in the graph

@@ -32,7 +32,7 @@ def _route(method: str, worker: DraftOrganizer, *args: Any) -> Any:
     constants = worker._constants
     if chain_path in constants and lead.shape[0] <= worker.max_bs:  # all tensors have bs
         return worker._fns[chain_path](constants[chain_path], *checked[taken])
-    if chain_path in constants and not torch.compiler.is_compiling() and not worker._warned:
+    if chain_path in constants and not torch.compiler.is_dynamo_compiling() and not worker._warned:
         worker._warned = True
         warnings.warn(MaxBatchWarning.about(lead.shape[0], worker.max_bs), stacklevel=3)
     return worker._fns[general](*checked)

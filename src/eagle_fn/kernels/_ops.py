@@ -72,7 +72,7 @@ def register_op(name: str, body: Callable[..., Any], kernel: object) -> torch._o
 
 def plain_eager() -> bool:
     """No compiling, tracing or dispatch mode is active: nothing would see an op here."""
-    return not torch.compiler.is_compiling() and _get_current_dispatch_mode() is None
+    return not torch.compiler.is_dynamo_compiling() and _get_current_dispatch_mode() is None
 
 
 def call(op: torch._ops.OpOverload, *args: Any) -> Any:
