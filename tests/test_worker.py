@@ -1,9 +1,12 @@
 import copy
+import functools
 import os
 import pickle
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import warnings
 
 import pytest
@@ -287,7 +290,7 @@ def test_a_cpp_compiler_that_builds_is_not_missing(monkeypatch):
     if sys.platform == "win32" or not found:
         pytest.skip("no C++ compiler here")
     monkeypatch.setattr(cpp_builder, "get_cpp_compiler", lambda: found[0])
-    assert _modes.cpp_compiler_missing.__wrapped__() == ""
+    assert _modes._probe.__wrapped__() == ""
 
 
 @pytest.mark.parametrize("value", ["yes", "true", "2", " ", "AUTO "])
@@ -506,6 +509,35 @@ def test_build_verify_passes_seq_lens_sum_on(cfg):
         worker(cfg).build_verify(tree, bonus, seq_lens, mask_mode=MaskMode.FULL, seq_lens_sum=-1)
 
 
+def test_threads_building_their_first_workers_at_once_probe_the_compiler_once(monkeypatch):
+    # functools.cache alone let each racing first caller run the probe (g++ 8 times for 8).
+    import torch._inductor.cpp_builder as cpp_builder
+
+    asked = []
+    start = threading.Barrier(8)
+
+    def slow_probe():
+        asked.append(threading.get_ident())
+        time.sleep(0.05)  # the racers arrive while the first probe runs
+        raise RuntimeError("no compiler")
+
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", slow_probe)
+    monkeypatch.setattr(_modes, "_probe", functools.cache(_modes._probe.__wrapped__))
+    found = []
+
+    def first_call():
+        start.wait()
+        found.append(_modes.cpp_compiler_missing())
+
+    threads = [threading.Thread(target=first_call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert found == ["no compiler"] * 8
+    assert len(asked) == 1
+
+
 def test_the_cpp_compiler_probe_names_a_failure_without_a_message(monkeypatch):
     # An error with no text still means no compiler; a torch without the probe leaves it be.
     import torch._inductor.cpp_builder as cpp_builder
@@ -514,9 +546,9 @@ def test_the_cpp_compiler_probe_names_a_failure_without_a_message(monkeypatch):
         raise RuntimeError
 
     monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
-    assert _modes.cpp_compiler_missing.__wrapped__() == "RuntimeError"
+    assert _modes._probe.__wrapped__() == "RuntimeError"
     monkeypatch.setitem(sys.modules, "torch._inductor.cpp_builder", None)  # import fails
-    assert _modes.cpp_compiler_missing.__wrapped__() == ""
+    assert _modes._probe.__wrapped__() == ""
 
 
 def test_compiled_paths_without_a_caller_name_start_with_the_argument():

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -91,12 +92,21 @@ def compiled_paths(
     return names
 
 
-@functools.cache
 def cpp_compiler_missing() -> str:
     """Why inductor's CPU backend would find no working C++ compiler, or ``""``: it builds
     every CPU graph with one, and without one the first compiled call would fail mid-serving.
-    Asked once per process: inductor's own probe (``<cxx> --version``), then a build of a
-    shared library, which a compiler that only answers ``--version`` fails."""
+    Asked once per process, also when threads build their first workers at once."""
+    with _probing:
+        return _probe()
+
+
+_probing = threading.Lock()
+
+
+@functools.cache
+def _probe() -> str:
+    """Inductor's own probe (``<cxx> --version``), then a build of a shared library, which a
+    compiler that only answers ``--version`` fails."""
     try:
         from torch._inductor.cpp_builder import get_cpp_compiler
     except ImportError:  # a torch without this probe: leave the decision to inductor
