@@ -232,22 +232,29 @@ def test_a_compiled_path_runs_inside_a_callers_compile(fresh_dynamo, features):
 
 @pytest.mark.parametrize("features", [*FEATURES, *SPEC_ONLY])
 def test_each_compile_has_its_own_recompile_budget(fresh_dynamo, features):
-    # More configs of one function than dynamo's default budget of 8 entries per code object;
-    # the eager backend keeps it quick, the budget is dynamo's whatever the backend.
+    # More configs of one function than dynamo's default budget of 8 entries per code object,
+    # and than an accumulated_recompile_limit (256 by default) that counts every entry on the
+    # code, isolate_recompiles' too; the eager backend keeps it quick, the budget is dynamo's
+    # whatever the backend.
     limit = torch._dynamo.config.recompile_limit
     shapes = {"topk_index": _compile.Batch(2, max=MAX_BS)}
     gen = torch.Generator().manual_seed(3)
-    for steps in range(1, limit + 3):
-        cfg = DraftConfig.chain(steps)
-        chain = _compile.compile_fn(
-            _organize_chain, enabled=True, shapes=shapes, features=features, backend="eager"
-        )
-        constants = chain_constants(cfg, max_bs=MAX_BS, device="cpu")
-        topk_p, topk_index = multilayer(steps, 2, gen)
-        assert_trees_equal(
-            chain(constants, topk_index), organize_multilayer(cfg, topk_p, topk_index)
-        )
+    accumulated = torch._dynamo.config.patch(accumulated_recompile_limit=limit)
+    with accumulated, warnings.catch_warnings():
+        warnings.simplefilter("error")  # a refused compile would warn and run eagerly
+        for steps in range(1, limit + 3):
+            compile_one(features, shapes, steps, gen)
     assert graphs() == limit + 2
+
+
+def compile_one(features, shapes, steps, gen):
+    cfg = DraftConfig.chain(steps)
+    chain = _compile.compile_fn(
+        _organize_chain, enabled=True, shapes=shapes, features=features, backend="eager"
+    )
+    constants = chain_constants(cfg, max_bs=MAX_BS, device="cpu")
+    topk_p, topk_index = multilayer(steps, 2, gen)
+    assert_trees_equal(chain(constants, topk_index), organize_multilayer(cfg, topk_p, topk_index))
 
 
 def _scaled(x):

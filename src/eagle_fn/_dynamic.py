@@ -119,9 +119,10 @@ def _mark_unbacked_params() -> Mapping[str, inspect.Parameter]:
 def isolated(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]:
     """A copy of ``fn`` with its own code object, so its own dynamo cache and recompile count.
 
-    Dynamo keeps compiled entries on the code object: without ``isolate_recompiles`` every
-    compile of one function (one per config) would share the default budget of 8. ``name``
-    renames the code, which dynamo's logs show.
+    Dynamo keeps compiled entries on the code object: every compile of one function (one per
+    config and ``max_bs``) would share the default budget of 8, and with
+    ``isolate_recompiles`` still the ``accumulated_recompile_limit`` of 256 entries, which
+    counts the code's every compile. ``name`` renames the code, which dynamo's logs show.
     """
     code = fn.__code__.replace(co_name=name or fn.__code__.co_name)
     copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
@@ -139,10 +140,8 @@ def compile_with_spec(
     extra: dict[str, Any] = {str(features.spec_keyword): spec}
     if features.isolate_recompiles:
         extra["isolate_recompiles"] = True
-    else:
-        fn = isolated(fn)
     compile_: Any = torch.compile  # the spec keyword is not in every torch's stubs
-    return compile_(fn, fullgraph=True, **how, **extra)
+    return compile_(isolated(fn), fullgraph=True, **how, **extra)
 
 
 def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
