@@ -136,3 +136,18 @@ def test_the_import_graph_has_no_cycle():
 
     for name in sorted(graph):
         visit(name, ())
+
+
+def test_no_module_asks_is_compiling():
+    # torch 2.13 on hold torch.compiler.is_compiling() true in every thread while any one
+    # compiles; is_dynamo_compiling() is true only where dynamo traces (docs/design.md).
+    asking = [
+        str(p.relative_to(SRC))
+        for p in MODULES
+        if any(
+            isinstance(node, (ast.Name, ast.Attribute))
+            and (node.id if isinstance(node, ast.Name) else node.attr) == "is_compiling"
+            for node in ast.walk(ast.parse(p.read_text()))
+        )
+    ]
+    assert asking == []
