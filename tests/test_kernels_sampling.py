@@ -580,17 +580,20 @@ def test_a_crossing_block_whose_running_sums_never_cross():
     assert row[token] > 0
 
 
-# The root's child (token 0, no mass) is rejected, and coin 0.5 draws from the rest of the
-# row by float64 sums: each row's token is drawn only where the kernel sums as torch does.
+# The root's child (token 0, no mass) is rejected, and the final coin draws from the rest of
+# the row by float64 sums: each row's token is drawn only where the kernel sums as torch does.
 FLOAT64_DRAWS = {
     # 1, 2**-24, 0, 1 - 2**-24: the target is 1, and token 2's running sum, 1 + 2**-24, is
     # the first above it. Summed in float32 (block sums, or the crossing block's running
     # sums), 1 + 2**-24 rounds to 1 and another token is drawn.
-    "sums": ([0.0, 1.0, 2.0**-24, 0.0, 1 - 2.0**-24, 0.0, 0.0, 0.0], 2),
+    "sums": ([0.0, 1.0, 2.0**-24, 0.0, 1 - 2.0**-24, 0.0, 0.0, 0.0], torch.float32, 0.5, 2),
     # Running sums 2**-32, .5 + 2**-32, .5 + 2**-31, 1 + 2**-31: the target, coin x total, is
     # .5 + 2**-32, first exceeded at token 3. A float32 product (the total rounded to 1)
     # would draw token 2.
-    "target": ([0.0, 2.0**-32, 0.5, 2.0**-32, 0.5, 0.0, 0.0, 0.0], 3),
+    "target": ([0.0, 2.0**-32, 0.5, 2.0**-32, 0.5, 0.0, 0.0, 0.0], torch.float32, 0.5, 3),
+    # A float64 coin .5 - 2**-40 falls short of token 1's running sum, .5: token 1. Read as
+    # float32 it would be .5, which that sum does not exceed: token 2.
+    "coin": ([0.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0], torch.float64, 0.5 - 2.0**-40, 1),
 }
 
 
@@ -598,10 +601,10 @@ FLOAT64_DRAWS = {
 @pytest.mark.parametrize("block", [4, None], ids=["blocks of 4", "one block"])
 @SPLITS
 def test_the_final_draw_is_taken_in_float64(case, block, split):
-    row, token = FLOAT64_DRAWS[case]
+    row, dtype, coin, token = FLOAT64_DRAWS[case]
     vt = rejected_root([0], 1)
-    q = torch.tensor(row).expand(1, 2, 8).contiguous()  # [1, N, V]
-    u, final = torch.full((1, 2), 0.5), torch.tensor([0.5])
+    q = torch.tensor(row, dtype=dtype).expand(1, 2, 8).contiguous()  # [1, N, V]
+    u, final = torch.full((1, 2), 0.5, dtype=dtype), torch.tensor([coin], dtype=dtype)
     assert verify_sampling(DraftConfig.chain(1), vt, q, u, final).predicts.tolist() == [token, 0]
     with launch_shape(block or ksampling.BLOCK_V, split):
         check(DraftConfig.chain(1), vt, q, u, final)
