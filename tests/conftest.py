@@ -96,7 +96,7 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture
 def another_thread_compiling(monkeypatch):
     """torch.compiler.is_compiling() as this thread sees it while another thread compiles:
-    torch 2.13 on hold it true process-wide for a compile's whole length (2.11 and 2.12 do
+    torch 2.13 and later hold it true process-wide for a compile's whole length (2.11 and 2.12 do
     not, but read the same flag)."""
     monkeypatch.setattr(torch.compiler, "_is_compiling_flag", True)
     assert torch.compiler.is_compiling()

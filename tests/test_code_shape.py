@@ -139,7 +139,7 @@ def test_the_import_graph_has_no_cycle():
 
 
 def test_no_module_asks_is_compiling():
-    # torch 2.13 on hold torch.compiler.is_compiling() true in every thread while any one
+    # torch 2.13 and later hold torch.compiler.is_compiling() true in every thread while any one
     # compiles; is_dynamo_compiling() is true only where dynamo traces (docs/design.md).
     asking = [
         str(p.relative_to(SRC))

@@ -267,7 +267,7 @@ def test_past_the_recompile_limit_calls_run_eagerly_with_one_warning(
     fresh_dynamo, features, another_thread, request
 ):
     # A fullgraph compile raises once its function has recompile_limit graphs (each static
-    # width below compiles one): the path runs eagerly instead, warning once. Torch 2.13 on
+    # width below compiles one): the path runs eagerly instead, warning once. Torch 2.13 and later
     # hold is_compiling() true in every thread while one compiles: a call that took it for
     # its own trace went straight to dynamo, whose refusal then reached the caller.
     if another_thread:

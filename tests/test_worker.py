@@ -411,7 +411,7 @@ def test_plain_calls_keep_their_branches_while_another_thread_compiles(
     another_thread_compiling, monkeypatch
 ):
     # The traced branches are for calls dynamo traces. Taken on is_compiling(), which another
-    # thread's compile holds true (torch 2.13 on), a plain call lost its kept rows and its
+    # thread's compile holds true (torch 2.13 and later), a plain call lost its kept rows and its
     # warning, and a FULL mask's negative sum(seq_lens) raised RuntimeError.
     monkeypatch.setattr(_memo, "_cache", {})  # constants with no rows kept yet
     cfg = DraftConfig.chain(3)

@@ -71,7 +71,8 @@ def register_op(name: str, body: Callable[..., Any], kernel: object) -> torch._o
 
 
 def plain_eager() -> bool:
-    """No compiling, tracing or dispatch mode is active: nothing would see an op here."""
+    """Neither dynamo nor a dispatch mode (fake tensors, make_fx) traces this call: nothing
+    would see an op here."""
     return not torch.compiler.is_dynamo_compiling() and _get_current_dispatch_mode() is None
 
 
