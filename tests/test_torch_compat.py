@@ -38,18 +38,11 @@ from helpers.trees import agreeing_target
 
 pytestmark = pytest.mark.compiled
 MAX_BS = 6
-FALLBACK = _compile.TorchFeatures(spec_keyword=None, isolate_recompiles=False, mark_unbacked=True)
+FALLBACK = _compile.TorchFeatures(spec_keyword=None, mark_unbacked=True)
 # The detected features, and the fallback where this torch would not pick it by itself.
 FEATURES = [pytest.param(None, id="detected")]
 if _compile.torch_features() != FALLBACK:
     FEATURES.append(pytest.param(FALLBACK, id="fallback"))
-# A shapes spec without isolate_recompiles (a torch between the two): compile_with_spec then
-# gives each compile its own code object. Forced where this torch has a spec.
-SPEC_ONLY = [
-    pytest.param(found._replace(isolate_recompiles=False), id="spec without isolation")
-    for found in [_compile.torch_features()]
-    if found.spec_keyword is not None and found.isolate_recompiles
-]
 
 
 def graphs():
@@ -72,7 +65,6 @@ def assert_verify_equal(a, b):
 def test_detected_features_are_what_torch_offers():
     features = _compile.torch_features()
     params = inspect.signature(torch.compile).parameters
-    assert features.isolate_recompiles == ("isolate_recompiles" in params)
     try:
         importlib.import_module("torch.fx.experimental.dynamic_spec")
         offered = [k for k in ("shapes_spec", "dynamic_shapes") if k in params]
@@ -83,14 +75,14 @@ def test_detected_features_are_what_torch_offers():
     assert features.spec_keyword is not None or features.mark_unbacked
 
 
-# docs/torch-versions.md's table: (spec_keyword, isolate_recompiles, mark_unbacked with a
-# shape_id, its min/max) per tested release. The test reads the version; eagle_fn never does.
+# docs/torch-versions.md's table: (spec_keyword, mark_unbacked with a shape_id, its min/max)
+# per tested release. The test reads the version; eagle_fn never does.
 DETECTED = {
-    "2.11": (None, False, True, False),
-    "2.12": (None, False, True, True),
-    "2.13": ("shapes_spec", True, True, True),
-    "2.14": ("dynamic_shapes", True, True, True),
-    "2.15": ("dynamic_shapes", True, True, True),
+    "2.11": (None, True, False),
+    "2.12": (None, True, True),
+    "2.13": ("shapes_spec", True, True),
+    "2.14": ("dynamic_shapes", True, True),
+    "2.15": ("dynamic_shapes", True, True),
 }
 
 
@@ -230,12 +222,12 @@ def test_a_compiled_path_runs_inside_a_callers_compile(fresh_dynamo, features):
     assert_untouched([topk_index])
 
 
-@pytest.mark.parametrize("features", [*FEATURES, *SPEC_ONLY])
+@pytest.mark.parametrize("features", FEATURES)
 def test_each_compile_has_its_own_recompile_budget(fresh_dynamo, features):
     # More configs of one function than dynamo's default budget of 8 entries per code object,
     # and than an accumulated_recompile_limit (256 by default) that counts every entry on the
-    # code, isolate_recompiles' too; the eager backend keeps it quick, the budget is dynamo's
-    # whatever the backend.
+    # code, isolate_recompiles' regions too; the eager backend keeps it quick, the budget is
+    # dynamo's whatever the backend.
     limit = torch._dynamo.config.recompile_limit
     shapes = {"topk_index": _compile.Batch(2, max=MAX_BS)}
     gen = torch.Generator().manual_seed(3)
@@ -437,7 +429,7 @@ def test_compiling_disabled_returns_the_function_itself():
         ),
         (
             {"topk_index": _compile.Batch(2)},
-            _compile.TorchFeatures(None, isolate_recompiles=False, mark_unbacked=False),
+            _compile.TorchFeatures(None, mark_unbacked=False),
             RuntimeError,
             r"neither a shapes spec .* nor torch._dynamo.decorators.mark_unbacked",
         ),

@@ -74,12 +74,10 @@ class TorchFeatures(NamedTuple):
     ``spec_keyword``: the ``torch.compile`` keyword that takes a
     ``torch.fx.experimental.dynamic_spec`` shapes spec (``"shapes_spec"``,
     ``"dynamic_shapes"``), or ``None`` when there is no usable one.
-    ``isolate_recompiles``: whether ``torch.compile`` takes ``isolate_recompiles``.
     ``mark_unbacked``: whether dynamo can mark a dim unbacked with a ``shape_id``.
     """
 
     spec_keyword: str | None
-    isolate_recompiles: bool
     mark_unbacked: bool
 
 
@@ -97,7 +95,6 @@ def torch_features() -> TorchFeatures:
         keyword = None
     return TorchFeatures(
         spec_keyword=keyword,
-        isolate_recompiles="isolate_recompiles" in compile_params,
         mark_unbacked="shape_id" in _mark_unbacked_params(),
     )
 
@@ -138,8 +135,6 @@ def compile_with_spec(
 ) -> Any:
     spec = _to_spec(shapes)
     extra: dict[str, Any] = {str(features.spec_keyword): spec}
-    if features.isolate_recompiles:
-        extra["isolate_recompiles"] = True
     compile_: Any = torch.compile  # the spec keyword is not in every torch's stubs
     return compile_(isolated(fn), fullgraph=True, **how, **extra)
 
