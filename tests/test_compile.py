@@ -187,8 +187,7 @@ def test_an_empty_batch_runs_eagerly(compiled_env, device):
 
 
 def test_threads_after_the_first_compile_share_its_graph(compiled_env):
-    # docs/design.md asks for a warm-up from one thread: threads making their first call at
-    # once each compiled a graph.
+    # Threads calling one after another, each its first call in that thread.
     cfg = DraftConfig.chain(3)
     worker = DraftOrganizer(cfg, max_bs=2, device="cpu")  # bs 3 takes the compiled general path
     gen = torch.Generator().manual_seed(7)
@@ -205,6 +204,30 @@ def test_threads_after_the_first_compile_share_its_graph(compiled_env):
         thread.start()
         thread.join()
     assert len(results) == 4
+    for got, topk_p, topk_index in results:
+        assert_trees_equal(got, organize_multilayer(cfg, topk_p, topk_index))
+    assert graphs() == 1
+
+
+def test_threads_making_their_first_call_at_once_share_one_graph(compiled_env):
+    # Dynamo compiles for every thread that misses its cache: without the first call's lock
+    # (eagle_fn._eager), these 8 threads compiled 8 graphs, a whole recompile limit.
+    cfg = DraftConfig.chain(3)
+    worker = DraftOrganizer(cfg, max_bs=8, device="cpu")
+    start = threading.Barrier(8)
+    results = []
+
+    def organize(seed):
+        topk_p, topk_index = multilayer(3, 3, torch.Generator().manual_seed(seed), "cpu")
+        start.wait()
+        results.append((worker.organize(topk_p, topk_index), topk_p, topk_index))
+
+    threads = [threading.Thread(target=organize, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 8
     for got, topk_p, topk_index in results:
         assert_trees_equal(got, organize_multilayer(cfg, topk_p, topk_index))
     assert graphs() == 1

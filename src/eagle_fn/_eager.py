@@ -20,6 +20,7 @@ import enum
 import functools
 import importlib
 import inspect
+import threading
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,12 +36,18 @@ def eager_when_needed(
     fn: Callable[..., Any], compiled: Callable[..., Any], shapes: Mapping[str, DynamicArg]
 ) -> Callable[..., Any]:
     """``compiled``, except where ``fn`` itself must run (the cases are this module's).
-    Inside a caller's torch.compile region the compiled call is traced as it is."""
+    Inside a caller's torch.compile region the compiled call is traced as it is.
+
+    Until one plain call has returned, plain calls take turns: dynamo compiles a graph for
+    every thread that misses its cache, so 8 threads making their first call at once
+    compiled 8 graphs, the whole recompile limit, before this lock.
+    """
     params = list(inspect.signature(fn).parameters)
     unbacked = frozenset(key for key, arg in shapes.items() if isinstance(arg, UnbackedInt))
-    variant = functools.partial(_variant, params, unbacked)
+    attempt = _refusing(fn, compiled, functools.partial(_variant, params, unbacked))
     without_rows = _without_rows(params, shapes)
-    refused: set[tuple[Any, ...]] = set()  # empty until dynamo first refuses: no cost before
+    first_calls = threading.Lock()
+    warm: list[bool] = []  # a plain call returned: no more turns
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -48,6 +55,25 @@ def eager_when_needed(
             return compiled(*args, **kwargs)
         if without_rows(args, kwargs):
             return fn(*args, **kwargs)
+        if warm:
+            return attempt(args, kwargs)
+        with first_calls:
+            result = attempt(args, kwargs)
+            warm.append(True)
+        return result
+
+    return call
+
+
+def _refusing(
+    fn: Callable[..., Any],
+    compiled: Callable[..., Any],
+    variant: Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]],
+) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
+    """A plain call of ``compiled``, or of ``fn`` for a variant dynamo has refused."""
+    refused: set[tuple[Any, ...]] = set()  # empty until dynamo first refuses: no cost before
+
+    def attempt(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         key = variant(args, kwargs) if refused else None
         if key in refused:
             return fn(*args, **kwargs)
@@ -63,7 +89,7 @@ def eager_when_needed(
             refused.add(key or variant(args, kwargs))
             return fn(*args, **kwargs)
 
-    return call
+    return attempt
 
 
 def _without_rows(
@@ -127,7 +153,7 @@ def _warn_limit_hit(fn: Callable[..., Any]) -> None:
         f"eagle_fn: the compiled {fn.__name__} reached torch._dynamo's recompile limit (one "
         f"graph per mask mode, dtype, input layout and torch global setting: grad mode, "
         f"autocast, default dtype and device, ...); calls needing a new graph run eagerly",
-        stacklevel=5,  # past this, the compiled call, the worker's _route and method: its caller
+        stacklevel=6,  # past this, attempt, the compiled call, the worker's _route and method
     )
 
 
