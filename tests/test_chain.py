@@ -22,6 +22,7 @@ from eagle_fn import (
     organize_tree,
 )
 from helpers import reference
+from helpers.asserts import assert_trees_equal
 from helpers.drafts import draft_lists
 
 
@@ -195,6 +196,23 @@ def test_a_capture_builds_capturable_values_uncached_and_refuses_the_rest(fresh_
     cached = chain_constants(DraftConfig.chain(3), max_bs=2, device="cpu")
     monkeypatch.setattr(_memo, "_capturing", lambda: True)
     assert chain_constants(DraftConfig.chain(3), max_bs=2, device="cpu") is cached  # a hit
+
+
+def test_chain_constants_are_built_outside_a_callers_compiled_region(fresh_dynamo):
+    # docs/design.md: chain_constants reads torch's dispatch stack and a cache dynamo cannot
+    # hash; a caller builds them outside and closes over them, as a worker does.
+    cfg = DraftConfig.chain(3)
+    built = chain_constants(cfg, max_bs=2, device="cpu")
+    tokens = torch.tensor([[11, 0, 6], [5, 10, 3]])
+    inside = torch.compile(
+        lambda t: organize_chain(chain_constants(cfg, max_bs=2, device="cpu"), t),
+        fullgraph=True,
+        backend="eager",
+    )
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        inside(tokens)
+    outside = torch.compile(lambda t: organize_chain(built, t), fullgraph=True, backend="eager")
+    assert_trees_equal(outside(tokens), organize_chain(built, tokens))
 
 
 @pytest.mark.parametrize("real_first", [False, True])

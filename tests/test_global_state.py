@@ -289,11 +289,13 @@ def test_draw_uniforms_without_a_generator_draws_from_torch_default_generator():
     assert_same(actual, expected)
 
 
-def test_module_tensors_ignore_the_default_device_at_import():
-    # A module-level tensor made under a default CUDA device would initialize CUDA on import.
+def test_module_tensors_ignore_the_default_device_and_dtype_at_import():
+    # A module-level tensor made under a default CUDA device would initialize CUDA on import;
+    # docs/semantics.md: a default dtype set before the import changes nothing either.
     code = (
         "import contextlib, sys, torch\n"
         "torch.set_default_device('meta')\n"
+        "torch.set_default_dtype(torch.float64)\n"
         "import eagle_fn, eagle_fn.profiling, eagle_fn.toy\n"
         "with contextlib.suppress(ImportError):\n"
         "    import eagle_fn.kernels\n"
@@ -301,15 +303,15 @@ def test_module_tensors_ignore_the_default_device_at_import():
         "    if name.startswith('eagle_fn'):\n"
         "        for attr, value in vars(module).items():\n"
         "            if isinstance(value, torch.Tensor):\n"
-        "                print(name, attr, value.device)\n"
+        "                print(name, attr, value.dtype, value.device)\n"
     )
     env = {**os.environ, "PYTHONPATH": _SRC}
     run = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     lines = run.stdout.splitlines()
-    assert "eagle_fn._dynamic _SIZE_CARRIER cpu" in lines
-    assert all(line.endswith(" cpu") for line in lines), lines
+    assert "eagle_fn._dynamic _SIZE_CARRIER torch.float32 cpu" in lines
+    assert all(line.endswith(" cpu") and "float64" not in line for line in lines), lines
 
 
 def kernel_outputs(kernels, x):

@@ -117,6 +117,16 @@ def test_the_final_draw_is_taken_in_float64(row, token):
     assert sample_from_row(row, coin).tolist() == [reference.sample_row(row[0], coin[0])] == [token]
 
 
+def test_the_documented_row_draws_another_token_than_float32_sums_would():
+    # docs/sampling.md's example: float32 running sums and coin * total (SGLang's block scan)
+    # first exceed u at token 2; float64 ones at token 1.
+    row = torch.tensor([[0.0, 0.31183144, 0.42332646]])
+    coin = torch.tensor([0.42416933])
+    in_float32 = (row.cumsum(1) > coin * row.sum(1)).int().argmax(1)
+    assert in_float32.tolist() == [2]
+    assert sample_from_row(row, coin).tolist() == [reference.sample_row(row[0], coin[0])] == [1]
+
+
 def test_a_float64_final_coin_is_not_rounded_to_float32():
     # u = 0.5 - 2**-40 falls just short of the first running sum, 0.5: token 0. In float32
     # the coin would round to 0.5, which the first sum does not exceed: token 1.
@@ -1132,6 +1142,15 @@ def test_draw_uniforms_with_a_generator_is_drawn_before_a_compiled_region(fresh_
     )
     with pytest.raises(torch._dynamo.exc.Unsupported):
         compiled(torch.Generator().manual_seed(0))
+
+
+def test_draw_uniforms_fails_in_a_dynamic_graph_with_the_default_generator(fresh_dynamo):
+    # docs/sampling.md: randint given generator=None cannot take a symbolic size.
+    compiled = torch.compile(
+        lambda x: draw_uniforms(x.shape[0], 3), fullgraph=True, dynamic=True, backend="aot_eager"
+    )
+    with pytest.raises(torch._dynamo.exc.TorchRuntimeError, match="randint"):
+        compiled(torch.ones(5))
 
 
 @pytest.mark.compiled

@@ -172,7 +172,7 @@ def _to_spec(shapes: Mapping[str, DynamicArg]) -> dict[str, object]:
 
 # A scalar whose expanded views carry UnbackedInt values as sizes; no data is ever read. On
 # the CPU whatever torch's default device at import: a CUDA one would initialize CUDA then.
-_SIZE_CARRIER = torch.empty((), device="cpu")
+_SIZE_CARRIER = torch.empty((), dtype=torch.float32, device="cpu")
 
 _Plan = tuple[tuple[int, str, DynamicArg], ...]
 
