@@ -1,5 +1,6 @@
 import copy
 import functools
+import inspect
 import os
 import pickle
 import shutil
@@ -21,6 +22,7 @@ from eagle_fn import (
     _backend,
     _memo,
     _modes,
+    _paths,
     build_verify_tree,
     chain_constants,
     organize_multilayer,
@@ -157,11 +159,98 @@ def test_a_failed_reconfigure_keeps_the_old_config(monkeypatch):
     assert_trees_equal(tree, organize_multilayer(DraftConfig.chain(3), topk_p, topk_index))
 
 
+def test_a_call_runs_on_one_config_while_another_thread_reconfigures(monkeypatch):
+    # A call read config, paths and constants apart, and a reconfigure stored them apart: a
+    # tree's verify build, checked against its config, ran on the chain's constants after
+    # another thread switched the worker (correct shapes, wrong links, no error).
+    tree_cfg, chain_cfg = DraftConfig(2, 3, 4), DraftConfig.chain(3)  # both N = 4
+    w = worker(tree_cfg)
+    tree = organize_tree(tree_cfg, *draft_lists(tree_cfg, 2, torch.Generator().manual_seed(0)))
+    args = (tree, torch.tensor([7, 8]), torch.tensor([5, 3]))
+    checks, *rest = _paths.ROUTES["build_verify"]
+
+    def checks_then_another_thread_reconfigures(*values, **site):
+        checked = checks(*values, **site)
+        other = threading.Thread(target=w.reconfigure, args=(chain_cfg,))
+        other.start()
+        other.join()
+        return checked
+
+    monkeypatch.setitem(
+        _paths.ROUTES, "build_verify", (checks_then_another_thread_reconfigures, *rest)
+    )
+    got = w.build_verify(*args)
+    assert w.config == chain_cfg
+    want = build_verify_tree(tree_cfg, *args)
+    for field, value, expected in zip(got._fields, got, want, strict=True):
+        assert torch.equal(value, expected), field
+
+
+def test_racing_reconfigures_leave_config_and_paths_agreeing():
+    # Thread 1 is held after storing its config and before storing its paths and constants,
+    # while thread 2 reconfigures. Without the lock thread 2 finished in between, and the worker
+    # kept thread 2's config over thread 1's constants for every later call.
+    w = worker(DraftConfig.chain(3), max_bs=4)
+    code = DraftOrganizer.reconfigure.__code__
+    lines, first = inspect.getsourcelines(DraftOrganizer.reconfigure)
+    store = first + next(i for i, line in enumerate(lines) if "self._state = state" in line)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_at_the_store(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+
+        def line(frame, event, arg):
+            if event == "line" and frame.f_lineno == store:
+                held.set()
+                release.wait()
+            return line
+
+        return line
+
+    def first_reconfigure():
+        sys.settrace(hold_at_the_store)
+        w.reconfigure(DraftConfig.chain(5))
+
+    one = threading.Thread(target=first_reconfigure)
+    one.start()
+    held.wait()
+    two = threading.Thread(target=w.reconfigure, args=(DraftConfig.chain(2),))
+    two.start()
+    two.join(timeout=0.5)  # with the lock it waits for thread 1, however long this lasts
+    release.set()
+    one.join()
+    two.join()
+    assert w._state[0] is w.config
+    topk_p, topk_index = multilayer(w.config.num_steps, 2, torch.Generator().manual_seed(0))
+    got = w.organize(topk_p, topk_index)
+    assert_trees_equal(got, organize_multilayer(w.config, topk_p, topk_index))
+
+
+def test_threads_going_over_max_bs_at_once_warn_once():
+    w = worker(DraftConfig.chain(3), max_bs=2)
+    topk_p, topk_index = multilayer(3, 3, torch.Generator().manual_seed(0))
+    start = threading.Barrier(8)
+
+    def organize():
+        start.wait()
+        w.organize(topk_p, topk_index)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", MaxBatchWarning)
+        threads = [threading.Thread(target=organize) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sum(issubclass(w.category, MaxBatchWarning) for w in caught) == 1
+
+
 def test_workers_differing_in_max_bs_share_the_general_paths_graphs():
     # max_bs bounds only the chain paths' batch: the general paths need no compile of their own.
     small, large = (worker(DraftConfig.chain(3), max_bs=m, compile=True) for m in (8, 16))
     for name, path in PATHS.items():
-        shared = small._fns[name] is large._fns[name]
+        shared = small._state[1][name] is large._state[1][name]
         assert shared is (path.constants is None), name
 
 

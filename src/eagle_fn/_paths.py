@@ -1,11 +1,15 @@
-"""The worker's two tables: its paths, and the routes of its methods among them."""
+"""The worker's two tables (its paths, and the routes of its methods among them) and its state."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from . import chain, layout, organize
-from ._compile import Path
+from ._backend import Backend
+from ._compile import Path, path_functions
+from .config import DraftConfig
 
 # Each path: its torch function, its contract, chain constants, per-call ints, kernel (if any).
 ORGANIZED, VERIFY = chain.chain_constants, chain.chain_verify_constants
@@ -23,3 +27,13 @@ ROUTES: dict[str, tuple[Any, str, str, slice]] = {
     "organize_steps": (organize.tree_args, "tree", "chain_steps", slice(2, 3)),
     "build_verify": (layout.verify_args, "verify", "chain_verify", chain.VERIFY_REQUEST),
 }
+
+
+def worker_state(
+    cfg: DraftConfig, max_bs: int, device: torch.device, compiled: frozenset[str], backend: Backend
+) -> tuple[DraftConfig, dict[str, Any], dict[str, Any]]:
+    """What a worker's calls read, for ``cfg``: the config, each path's function, and the
+    chain constants of the paths that take them (none for a tree config)."""
+    fns = path_functions(PATHS, cfg, max_bs, compiled, backend)
+    made = {n: p.constants for n, p in PATHS.items() if p.constants and cfg.is_chain}
+    return cfg, fns, {n: c(cfg, max_bs=max_bs, device=device) for n, c in made.items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -9,10 +10,9 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import torch
 
 from ._backend import resolve_backend
-from ._compile import path_functions
 from ._forwarding import cut, forwarding
 from ._modes import compiled_paths
-from ._paths import PATHS, ROUTES
+from ._paths import PATHS, ROUTES, worker_state
 from ._set_once import WorkerSettings
 from .arguments import as_device, require_config, require_int
 from .config import DraftConfig
@@ -25,17 +25,17 @@ R = TypeVar("R")
 
 
 def _route(method: str, worker: DraftOrganizer, *args: Any) -> Any:
-    """The one guard; no warning where dynamo traces (it cannot trace ``warnings.warn``)."""
+    """The one guard, over one snapshot of the worker's state; no warning where dynamo traces."""
     checks, general, chain_path, taken = ROUTES[method]
-    checked = checks(worker.config, *args, where=f"DraftOrganizer.{method}", **worker._site)
+    cfg, fns, constants = worker._state
+    checked = checks(cfg, *args, where=f"DraftOrganizer.{method}", **worker._site)
     lead = checked[1][0] if isinstance(checked[1], (list, tuple)) else checked[1]
-    constants = worker._constants
     if chain_path in constants and lead.shape[0] <= worker.max_bs:  # all tensors have bs
-        return worker._fns[chain_path](constants[chain_path], *checked[taken])
-    if chain_path in constants and not torch.compiler.is_dynamo_compiling() and not worker._warned:
-        worker._warned = True
+        return fns[chain_path](constants[chain_path], *checked[taken])
+    warn = chain_path in constants and not torch.compiler.is_dynamo_compiling()  # can't trace it
+    if warn and worker._unwarned.acquire(blocking=False):  # never released: one thread, once
         warnings.warn(MaxBatchWarning.about(lead.shape[0], worker.max_bs), stacklevel=3)
-    return worker._fns[general](*checked)
+    return fns[general](*checked)
 
 
 def _method(
@@ -87,14 +87,14 @@ class DraftOrganizer(WorkerSettings):
         chosen = resolve_backend(backend, device, where)
         compiled_names = compiled_paths(compile, device, PATHS, chosen, where)
         vars(self).update(max_bs=max_bs, device=device, backend=chosen, compiled=compiled_names)
-        self._site, self._warned = {"device": device, "device_label": "the worker"}, False
+        self._site = {"device": device, "device_label": "the worker"}
+        self._unwarned, self._reconfiguring = threading.Lock(), threading.Lock()
         self.reconfigure(cfg)
 
     def reconfigure(self, cfg: DraftConfig) -> None:
         """Switches to ``cfg`` (or, failing, keeps the old one): ``config`` is read-only."""
         require_config("DraftOrganizer.reconfigure", cfg)
-        fns = path_functions(PATHS, cfg, self.max_bs, self.compiled, self.backend)
-        made = {n: p.constants for n, p in PATHS.items() if p.constants and cfg.is_chain}
-        constants = {n: c(cfg, max_bs=self.max_bs, device=self.device) for n, c in made.items()}
-        vars(self)["config"] = cfg  # the one place config is set again
-        self._fns, self._constants = fns, constants
+        state = worker_state(cfg, self.max_bs, self.device, self.compiled, self.backend)
+        with self._reconfiguring:  # config and state agree: the last reconfigure wins both
+            vars(self)["config"] = cfg  # the one place config is set again
+            self._state = state  # read once a call: one in flight runs on one config
