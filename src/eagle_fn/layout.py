@@ -160,8 +160,7 @@ def assemble(
 def valid_tree_core(cfg: DraftConfig, parent_list: Tensor, top_scores_index: Tensor) -> Tensor:
     # An index outside [0, num_candidates) has its slot outside the table: no parent, invalid.
     parent = parent_nodes(cfg, parent_list, top_scores_index)  # [bs, N]
-    # Climb num_steps times from every node; -1 (no parent found) and 0 (root) are kept.
-    cur = parent
+    cur = parent  # climbs from every node; -1 (no parent found) and 0 (root) are kept
     for _ in range(cfg.num_steps - 1):
         cur = torch.where(cur > 0, parent.gather(1, cur.clamp(min=0)), cur)  # [bs, N]
     return (cur[:, 1:] == 0).all(1)  # [bs]
@@ -282,16 +281,17 @@ def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
     return mask.index_put((cell.flatten(),), visible.flatten())[:total]  # [total]
 
 
-def full_mask_length(where: str, seq_lens: Tensor, n: int, seq_lens_sum: object) -> int:
+def full_mask_length(where: str, seq_lens: Tensor, n: int, seq_lens_sum: Any) -> int:
     """The FULL mask's length, ``N * sum(seq_lens) + bs * N * N``."""
-    name = "seq_lens_sum"
+    name, traced = "seq_lens_sum", isinstance(seq_lens_sum, torch.SymInt)  # a fake trace's
     if seq_lens_sum is None and seq_lens.is_meta:  # no values to sum
         raise ValueError(f"{where}: a FULL mask of meta tensors needs seq_lens_sum")
-    if seq_lens_sum is None:  # the one host sync, avoidable by passing it
-        name, seq_lens_sum = "sum(seq_lens)", int(seq_lens.sum())
-        if torch.compiler.is_dynamo_compiling() or isinstance(seq_lens_sum, torch.SymInt):  # traced
-            torch._check(seq_lens_sum >= 0)
-            return n * seq_lens_sum + seq_lens.shape[0] * n * n
+    if seq_lens_sum is None:  # the one host sync, avoidable by passing it; item(), not int():
+        name, seq_lens_sum = "sum(seq_lens)", seq_lens.sum().item()  # a symbol under fakes
+        traced = torch.compiler.is_dynamo_compiling() or isinstance(seq_lens_sum, torch.SymInt)
+    if traced:  # dynamo sees a symbol as an int; its sign is checked in the graph
+        torch._check(seq_lens_sum >= 0)
+        return n * seq_lens_sum + seq_lens.shape[0] * n * n
     total = require_int(where, name, seq_lens_sum, 0)
     length = n * total + seq_lens.shape[0] * n * n
     if length >= 2**63:  # no tensor has that many elements: say which input, not where it broke

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from .arguments import as_device, require_int, require_type, show
 from .contracts import FLOAT, Arg, Contract
+from .types import exportable
 
 UNIFORM_BITS = 23  # coins are midpoints of 2**23 equal bins: exact in float32, never 0 or 1
 _ROWS = Arg("[bs, N, V] or [rows, V]", FLOAT)  # 2-D: rows = bs * N, checked beside
@@ -40,6 +41,9 @@ class Uniforms(NamedTuple):
 
     uniforms: Tensor
     final_uniforms: Tensor
+
+
+exportable(Uniforms)
 
 
 def draw_uniforms(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple, TypeAlias, TypedDict
+from typing import Any, NamedTuple, TypeAlias, TypedDict
 
 import torch
+import torch.utils._pytree as pytree
 from torch import Tensor
 
 # The per-step lists of a draft loop: a list (or tuple) with one tensor per step.
@@ -142,3 +143,17 @@ class MaxBatchWarning(UserWarning):
             f"the general path (tens of ops instead of cached constants); build the worker with "
             f"max_bs >= {bs} to keep the fast path. Warned once per worker."
         )
+
+
+def exportable(*classes: type[Any]) -> None:
+    """Lets torch.export save and load programs whose inputs or outputs hold these NamedTuples:
+    ``torch.export.save`` refuses one without a serialized name, and ``torch.export.load``
+    unpickles the example inputs only from allowed classes (tuples of tensors: safe). The
+    register call is private to torch (in 2.11 to 2.15); where it is missing, only the second."""
+    torch.serialization.add_safe_globals(list(classes))
+    register: Any = getattr(pytree, "_register_namedtuple", None)
+    for cls in classes if register is not None else ():
+        register(cls, serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
+
+
+exportable(DraftStep, DraftTree, VerifyTree, GreedyVerdict)
