@@ -358,8 +358,30 @@ def test_a_refused_variant_is_its_tensors_layout_and_the_global_modes():
     assert asked == [1, 1, 1, 1, 1, 1, 1, 1, 5]
 
 
+def test_a_call_that_lost_its_compiled_frame_to_another_thread_runs_eagerly():
+    # torch 2.13 counts a fullgraph call's compiled frames in one counter for the process; a
+    # call in another thread can reset it, and the check then fails a call that ran. The
+    # message is torch's, up to the first period.
+    def lost(x):
+        raise RuntimeError(
+            "torch.compile with fullgraph=True found no compiled frames. Compilation was not "
+            "attempted and no cached compiled code was found."
+        )
+
+    def other(x):
+        raise RuntimeError("another RuntimeError")
+
+    shapes = {"x": _compile.Batch(1)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not the recompile limit's: no warning
+        assert _eager.eager_when_needed(_scaled, lost, shapes)(torch.ones(2)).tolist() == [3, 3]
+    with pytest.raises(RuntimeError, match="another RuntimeError"):
+        _eager.eager_when_needed(_scaled, other, shapes)(torch.ones(2))
+
+
 def test_only_the_recompile_limit_sends_a_call_to_the_eager_function():
-    # The wrapper alone: a compiled call that fails for any other reason raises that error.
+    # The wrapper alone: a compiled call that fails for any other reason raises that error
+    # (but a lost frame: above).
     limit_hit = importlib.import_module("torch._dynamo.exc").FailOnRecompileLimitHit
     shapes = {"x": _compile.Batch(1)}
 
