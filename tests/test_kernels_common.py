@@ -361,3 +361,38 @@ def test_public_kernels_take_every_argument_by_keyword_as_their_torch_twin(name,
     assert_trees_equal(fused(*positional, **options), want)
     assert_trees_equal(fused(**named), want)
     assert_trees_equal(fused(positional[0], **dict(list(named.items())[1:])), want)
+
+
+def test_threads_launching_at_once_get_exact_values():
+    # Triton's interpreter keeps the running launch's grid in module state: before the launch
+    # lock (kernels._ops), threads launching at once failed with "x >= grid_dim[0]" or read
+    # another launch's program ids. On a GPU the compiled launches run as they are.
+    import threading
+
+    from helpers.drafts import step_inputs
+
+    cfg, device = eagle_fn.DraftConfig(2, 3, 6), KERNEL_DEVICE
+    gen = torch.Generator().manual_seed(0)
+    calls = []
+    for bs in (1, 2, 3, 4):
+        step = [t.to(device) for t in step_inputs(cfg, 1, bs, gen)]
+        calls.append((eagle_fn.kernels.select_top_k, eagle_fn.select_top_k, (cfg, 1, *step)))
+    failures, start = [], threading.Barrier(4)
+
+    def run(offset):
+        start.wait()
+        for i in range(8):
+            kernel, torch_fn, args = calls[(offset + i) % len(calls)]
+            try:
+                got, want = kernel(*args), torch_fn(*args)
+                if not all(torch.equal(x, y) for x, y in zip(got, want, strict=True)):
+                    failures.append(("wrong", offset, i))
+            except Exception as error:  # any error of a thread is the finding
+                failures.append((type(error).__name__, str(error)[:80]))
+
+    threads = [threading.Thread(target=run, args=(offset,)) for offset in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -47,6 +48,9 @@ MAX_BLOCK = 64
 F = TypeVar("F", bound=Callable[..., Any])
 
 _BODIES: dict[torch._ops.OpOverload, Callable[..., Any]] = {}  # each registered op's body
+# Triton's interpreter keeps the grid of the launch it runs in module state: two threads
+# launching at once read each other's grid (InterpreterError: "x >= grid_dim[0]").
+_INTERPRETING = threading.Lock()
 
 
 def interpreted(kernel: object) -> bool:
@@ -131,7 +135,8 @@ def launcher(kernel: Any) -> Callable[..., None]:
         elif compiled:  # wrap_triton lets tracers see the kernel
             wrap_triton(kernel)[(programs,)](*args, **options)
         elif not any(is_fake(arg) for arg in args if isinstance(arg, Tensor)):
-            kernel[(programs,)](*args, **options)
+            with _INTERPRETING:  # one launch at a time: the interpreter's grid state is global
+                kernel[(programs,)](*args, **options)
 
     launch.kernel = kernel  # type: ignore[attr-defined]  # what tools recording launches read
     launch.cached = cached  # type: ignore[attr-defined]  # its keys, for tests
