@@ -30,8 +30,8 @@ from helpers.kernel_support import (
     NoLaunch,
     checked_launch,
     hard_scores,
+    refusals_without_interpreter,
     resolved,
-    without_interpreter,
 )
 
 pytestmark = kernel_support.SKIP_WHEN_UNRUNNABLE
@@ -715,32 +715,19 @@ def test_compiled_with_a_dynamic_batch_equals_eager(device):
     torch._dynamo.reset()
 
 
-ORGANIZE_CPU_CALLS = """
-import torch
-from eagle_fn import DraftConfig
-from eagle_fn.kernels import organize, selection
-from helpers.drafts import draft_lists, step_inputs
-
-cfg, gen = DraftConfig(2, 2, 4), torch.Generator().manual_seed(0)
-lists = draft_lists(cfg, 2, gen)
-step1 = step_inputs(cfg, 1, 2, gen)
-calls = [
-    lambda: organize.organize_tree(cfg, *lists),
-    lambda: selection.select_top_k(cfg, 1, *step1),
-]
-for call in calls:
-    try:
-        call()
-        print("no error")
-    except ValueError as error:
-        print(error)
-"""
-
-
 def test_cpu_tensors_need_the_interpreter():
     # docs/kernels.md: without the interpreter (a subprocess: this one has it on), CPU tensors
     # are refused before any launch.
-    assert without_interpreter(ORGANIZE_CPU_CALLS).splitlines() == [
+    setup = (
+        "import torch\n"
+        "from eagle_fn import DraftConfig\n"
+        "from eagle_fn.kernels import organize, selection\n"
+        "from helpers.drafts import draft_lists, step_inputs\n"
+        "cfg, gen = DraftConfig(2, 2, 4), torch.Generator().manual_seed(0)\n"
+        "lists, step1 = draft_lists(cfg, 2, gen), step_inputs(cfg, 1, 2, gen)"
+    )
+    calls = "organize.organize_tree(cfg, *lists)", "selection.select_top_k(cfg, 1, *step1)"
+    assert refusals_without_interpreter(setup, *calls) == [
         f"organize_tree: {NO_INTERPRETER}",
         f"select_top_k: {NO_INTERPRETER}",
     ]

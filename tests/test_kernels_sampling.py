@@ -28,7 +28,7 @@ from helpers.kernel_support import (
     NoLaunch,
     checked_launch,
     guarded_outputs,
-    without_interpreter,
+    refusals_without_interpreter,
 )
 from helpers.layouts import aliased_fields, call_untouched, layout_cases
 from helpers.profiles import examples
@@ -716,24 +716,19 @@ def test_bad_inputs_raise_before_the_kernel():
         )
 
 
-CPU_CALL = """
-import torch
-from eagle_fn import DraftConfig, DraftTree, build_verify_tree
-from eagle_fn.kernels import sampling as ks
-
-cfg = DraftConfig.chain(1)
-tree = DraftTree(torch.zeros(1, 0, dtype=torch.int64), torch.tensor([[0]]), torch.tensor([[3]]))
-vt = build_verify_tree(cfg, tree, torch.tensor([1]), torch.tensor([2]))
-try:
-    ks.verify_sampling(cfg, vt, torch.rand(2, 8), torch.rand(1, 2), torch.rand(1))
-except ValueError as error:
-    print(error)
-"""
-
-
 def test_cpu_tensors_need_the_interpreter():
     # Without the interpreter (a subprocess: this one has it on), CPU tensors are refused.
-    assert without_interpreter(CPU_CALL).splitlines() == [f"verify_sampling: {NO_INTERPRETER}"]
+    setup = (
+        "import torch\n"
+        "from eagle_fn import DraftConfig, DraftTree, build_verify_tree\n"
+        "from eagle_fn.kernels import sampling as ks\n"
+        "cfg = DraftConfig.chain(1)\n"
+        "tree = DraftTree(torch.zeros(1, 0, dtype=torch.int64), torch.tensor([[0]]), "
+        "torch.tensor([[3]]))\n"
+        "vt = build_verify_tree(cfg, tree, torch.tensor([1]), torch.tensor([2]))"
+    )
+    call = "ks.verify_sampling(cfg, vt, torch.rand(2, 8), torch.rand(1, 2), torch.rand(1))"
+    assert refusals_without_interpreter(setup, call) == [f"verify_sampling: {NO_INTERPRETER}"]
 
 
 def test_nan_never_reaches_a_token():

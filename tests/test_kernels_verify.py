@@ -53,9 +53,9 @@ from helpers.kernel_support import (
     KERNEL_DEVICES,
     NoLaunch,
     guarded_outputs,
+    refusals_without_interpreter,
     resolved,
     NO_INTERPRETER,
-    without_interpreter,
 )
 from helpers.kernel_trees import EDGE_CFG, SMALL_CONFIGS, edge_tree, scrambled_links, sibling_ring
 from helpers.trees import (
@@ -865,29 +865,20 @@ def test_greedy_bad_inputs_raise_as_torch(args, names):
     assert names in message
 
 
-CPU_CALLS = """
-import torch
-from eagle_fn import build_verify_tree
-from eagle_fn.kernels import greedy, verify
-from helpers.trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE
-
-vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)
-calls = [
-    lambda: verify.build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS),
-    lambda: greedy.verify_greedy(SPEC_CFG, vt, torch.zeros(16, dtype=torch.int64)),
-]
-for call in calls:
-    try:
-        call()
-        print("no error")
-    except ValueError as error:
-        print(error)
-"""
-
-
 def test_cpu_tensors_need_the_interpreter():
     # Without the interpreter (a subprocess: this one has it on), CPU tensors are refused.
-    assert without_interpreter(CPU_CALLS).splitlines() == [
+    setup = (
+        "import torch\n"
+        "from eagle_fn import build_verify_tree\n"
+        "from eagle_fn.kernels import greedy, verify\n"
+        "from helpers.trees import SPEC_BONUS, SPEC_CFG, SPEC_SEQ_LENS, SPEC_TREE\n"
+        "vt = build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)"
+    )
+    calls = (
+        "verify.build_verify_tree(SPEC_CFG, SPEC_TREE, SPEC_BONUS, SPEC_SEQ_LENS)",
+        "greedy.verify_greedy(SPEC_CFG, vt, torch.zeros(16, dtype=torch.int64))",
+    )
+    assert refusals_without_interpreter(setup, *calls) == [
         f"build_verify_tree: {NO_INTERPRETER}",
         f"verify_greedy: {NO_INTERPRETER}",
     ]

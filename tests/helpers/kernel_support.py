@@ -136,6 +136,15 @@ def without_interpreter(script):
     return done.stdout
 
 
+def refusals_without_interpreter(setup, *calls):
+    """What each call expression raises (a ``ValueError``'s message, else "no error") after
+    ``setup``, in a process without the interpreter (:func:`without_interpreter`)."""
+    lines = [setup, f"calls = [{', '.join(f'lambda: {call}' for call in calls)}]"]
+    lines += ["for call in calls:", "    try:", "        call()", "        print('no error')"]
+    lines += ["    except ValueError as error:", "        print(error)"]
+    return without_interpreter("\n".join(lines)).splitlines()
+
+
 def checked_launch(module, check):
     """``module.launch`` calling ``check(args, options)`` first: a test that forces a path or a
     launch shape through module constants sees each launch take it."""
