@@ -50,7 +50,7 @@ def eager_when_needed(
     unbacked = frozenset(key for key, arg in shapes.items() if isinstance(arg, UnbackedInt))
     attempt = _refusing(fn, compiled, functools.partial(_variant, params, unbacked))
     without_rows = _without_rows(params, shapes)
-    first_calls = threading.Lock()
+    first_calls = threading.RLock()  # reentrant: a call must never wait on itself
     warm: list[bool] = []  # a plain call returned: no more turns
 
     @functools.wraps(fn)
