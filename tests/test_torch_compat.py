@@ -6,6 +6,8 @@ shapes spec gets; it is forced here, so it is tested on every torch the suite ru
 
 import importlib
 import inspect
+import os
+import threading
 import warnings
 
 import pytest
@@ -34,6 +36,7 @@ from eagle_fn.verify import greedy_core
 from eagle_fn.worker import PATHS
 from helpers.asserts import assert_trees_equal
 from helpers.drafts import draft_lists, multilayer
+from helpers.forking import free_in_a_forked_child
 from helpers.trees import agreeing_target
 
 pytestmark = pytest.mark.compiled
@@ -358,30 +361,42 @@ def test_a_refused_variant_is_its_tensors_layout_and_the_global_modes():
     assert asked == [1, 1, 1, 1, 1, 1, 1, 1, 5]
 
 
-def test_a_call_that_lost_its_compiled_frame_to_another_thread_runs_eagerly():
-    # torch 2.13 counts a fullgraph call's compiled frames in one counter for the process; a
-    # call in another thread can reset it, and the check then fails a call that ran. The
-    # message is torch's, up to the first period.
-    def lost(x):
-        raise RuntimeError(
-            "torch.compile with fullgraph=True found no compiled frames. Compilation was not "
-            "attempted and no cached compiled code was found."
-        )
+def test_plain_calls_of_compiled_paths_take_turns():
+    # torch 2.13-2.15 count a fullgraph call's compiled frames in one counter for the process:
+    # overlapping calls reset each other's count, and the check after a call that ran raises
+    # "found no compiled frames" without restoring the thread's dynamo settings.
+    inside, release, seen = threading.Event(), threading.Event(), []
 
-    def other(x):
-        raise RuntimeError("another RuntimeError")
+    def compiled(x):
+        seen.append(("in", threading.get_ident()))
+        if len(seen) == 1:
+            inside.set()
+            assert release.wait(timeout=60)
+        seen.append(("out", threading.get_ident()))
+        return x * 3
 
-    shapes = {"x": _compile.Batch(1)}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # not the recompile limit's: no warning
-        assert _eager.eager_when_needed(_scaled, lost, shapes)(torch.ones(2)).tolist() == [3, 3]
-    with pytest.raises(RuntimeError, match="another RuntimeError"):
-        _eager.eager_when_needed(_scaled, other, shapes)(torch.ones(2))
+    call = _eager.eager_when_needed(_scaled, compiled, {"x": _compile.Batch(1)})
+    first = threading.Thread(target=call, args=(torch.ones(2),))
+    first.start()
+    assert inside.wait(timeout=60)
+    second = threading.Thread(target=call, args=(torch.ones(2),))
+    second.start()
+    second.join(timeout=0.5)  # it waits for the first call's turn, however long this lasts
+    assert second.is_alive()
+    release.set()
+    first.join(timeout=60)
+    second.join(timeout=60)
+    assert [event for event, _ in seen] == ["in", "out", "in", "out"]
+    assert seen[0][1] == seen[1][1] != seen[2][1] == seen[3][1]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_plain_call_ran_can_call_too():
+    assert free_in_a_forked_child(_eager, "_PLAIN_CALLS")
 
 
 def test_only_the_recompile_limit_sends_a_call_to_the_eager_function():
-    # The wrapper alone: a compiled call that fails for any other reason raises that error
-    # (but a lost frame: above).
+    # The wrapper alone: a compiled call that fails for any other reason raises that error.
     limit_hit = importlib.import_module("torch._dynamo.exc").FailOnRecompileLimitHit
     shapes = {"x": _compile.Batch(1)}
 

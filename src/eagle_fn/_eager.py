@@ -12,10 +12,8 @@
   (guard failure reasons, a log record) on every call.
 - A call under fake tensors (``FakeTensorMode``, ``make_fx``): the compiled code would read
   their data pointers (a segfault on CPU), and FX cannot trace a compiled function.
-- A call torch 2.13 fails after its compiled code ran ("found no compiled frames"): it counts
-  a ``fullgraph`` call's compiled frames in one counter for the process, which another
-  thread's call can reset meanwhile (a review saw 24 of 20 000 calls from 8 threads fail so,
-  with Python's thread switch interval at 1 µs).
+
+Plain calls of compiled paths also take turns, process-wide (:data:`_PLAIN_CALLS` says why).
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import enum
 import functools
 import importlib
 import inspect
+import os
 import threading
 import warnings
 from collections.abc import Callable, Mapping
@@ -42,16 +41,12 @@ def eager_when_needed(
     """``compiled``, except where ``fn`` itself must run (the cases are this module's).
     Inside a caller's torch.compile region the compiled call is traced as it is.
 
-    Until one plain call has returned, plain calls take turns: dynamo compiles a graph for
-    every thread that misses its cache, so 8 threads making their first call at once
-    compiled 8 graphs, the whole recompile limit, before this lock.
+    Plain calls of compiled paths run one at a time in the process (:data:`_PLAIN_CALLS`).
     """
     params = list(inspect.signature(fn).parameters)
     unbacked = frozenset(key for key, arg in shapes.items() if isinstance(arg, UnbackedInt))
     attempt = _refusing(fn, compiled, functools.partial(_variant, params, unbacked))
     without_rows = _without_rows(params, shapes)
-    first_calls = threading.RLock()  # reentrant: a call must never wait on itself
-    warm: list[bool] = []  # a plain call returned: no more turns
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -59,14 +54,27 @@ def eager_when_needed(
             return compiled(*args, **kwargs)
         if without_rows(args, kwargs):
             return fn(*args, **kwargs)
-        if warm:
+        with _PLAIN_CALLS:
             return attempt(args, kwargs)
-        with first_calls:
-            result = attempt(args, kwargs)
-            warm.append(True)
-        return result
 
     return call
+
+
+# Two reasons to run plain compiled calls one at a time. Dynamo compiles a graph for every
+# thread that misses its cache: 8 threads making a first call at once compiled 8 graphs, the
+# whole recompile limit. And torch 2.13 to 2.15 count a fullgraph call's compiled frames in one
+# counter for the process: overlapping calls reset each other's, and the check after the call
+# then raises "found no compiled frames" from a finally block, skipping the restore of the
+# thread's dynamo settings. Reentrant: a call must never wait on itself.
+_PLAIN_CALLS = threading.RLock()
+
+
+def _fresh_lock_after_fork() -> None:
+    global _PLAIN_CALLS  # a child forked while another thread held it would wait forever
+    _PLAIN_CALLS = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
 def _refusing(
@@ -84,8 +92,6 @@ def _refusing(
         try:
             return compiled(*args, **kwargs)
         except Exception as error:
-            if _lost_its_frame(error):
-                return fn(*args, **kwargs)
             if not isinstance(error, _recompile_limit_hit()):
                 raise
             if not refused:
@@ -161,12 +167,6 @@ def _warn_limit_hit(fn: Callable[..., Any]) -> None:
         f"autocast, default dtype and device, ...); calls needing a new graph run eagerly",
         stacklevel=6,  # past this, attempt, the compiled call, the worker's _route and method
     )
-
-
-def _lost_its_frame(error: Exception) -> bool:
-    """torch 2.13's check that a ``fullgraph`` call ran compiled code, failed after it did:
-    the count it reads is one for the process, and a call in another thread resets it."""
-    return isinstance(error, RuntimeError) and "found no compiled frames" in str(error)
 
 
 @functools.cache
