@@ -30,7 +30,7 @@ INTERPRETED = isinstance(_kernel_module._organize_tree_kernel, InterpretedFuncti
 SKIP_WHEN_UNRUNNABLE = pytest.mark.skipif(
     interpreter_problem() is not None, reason=str(interpreter_problem())
 )
-_SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 KERNEL_DEVICES = [
     pytest.param(
@@ -128,7 +128,7 @@ def without_interpreter(script):
     """Runs ``script`` in a Python process without TRITON_INTERPRET, so that the kernels are
     real Triton JIT functions, on this process's import path; returns its stdout."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([_SRC, *sys.path])
+    env["PYTHONPATH"] = os.pathsep.join([SRC, *sys.path])
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
     )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -49,8 +50,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _BODIES: dict[torch._ops.OpOverload, Callable[..., Any]] = {}  # each registered op's body
 # Triton's interpreter keeps the grid of the launch it runs in module state: two threads
-# launching at once read each other's grid (InterpreterError: "x >= grid_dim[0]").
+# launching at once read each other's grid (InterpreterError: "x >= grid_dim[0]", or a
+# crash). Only eagle_fn's launches take it: a caller's own interpreted kernels do not.
 _INTERPRETING = threading.Lock()
+
+
+def _fresh_lock_after_fork() -> None:
+    global _INTERPRETING  # a child forked while another thread held it would wait forever
+    _INTERPRETING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
 def interpreted(kernel: object) -> bool:
