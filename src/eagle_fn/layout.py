@@ -283,7 +283,7 @@ def full_mask(visible: Tensor, seq_lens: Tensor, total: int) -> Tensor:
 
 def full_mask_length(where: str, seq_lens: Tensor, n: int, seq_lens_sum: Any) -> int:
     """The FULL mask's length, ``N * sum(seq_lens) + bs * N * N``."""
-    name, traced = "seq_lens_sum", isinstance(seq_lens_sum, torch.SymInt)  # a fake trace's
+    name, traced = "seq_lens_sum", isinstance(seq_lens_sum, torch.SymInt)  # a fake trace's symbol
     if seq_lens_sum is None and seq_lens.is_meta:  # no values to sum
         raise ValueError(f"{where}: a FULL mask of meta tensors needs seq_lens_sum")
     if seq_lens_sum is None:  # the one host sync, avoidable by passing it; item(), not int():
