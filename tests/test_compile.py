@@ -210,8 +210,8 @@ def test_threads_after_the_first_compile_share_its_graph(compiled_env):
 
 
 def test_threads_making_their_first_call_at_once_share_one_graph(compiled_env):
-    # Dynamo compiles for every thread that misses its cache: without the first call's lock
-    # (eagle_fn._eager), these 8 threads compiled 8 graphs, a whole recompile limit.
+    # Dynamo compiles for every thread that misses its cache: before plain compiled calls took
+    # turns (eagle_fn._eager._PLAIN_CALLS), these 8 threads compiled 8 graphs, a whole limit.
     cfg = DraftConfig.chain(3)
     worker = DraftOrganizer(cfg, max_bs=8, device="cpu")
     start = threading.Barrier(8)
