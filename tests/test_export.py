@@ -11,6 +11,7 @@ from eagle_fn import (
     DraftConfig,
     DraftOrganizer,
     MaskMode,
+    _modes,
     build_verify_tree,
     draw_uniforms,
     organize_tree,
@@ -130,3 +131,21 @@ def test_programs_with_eagle_fns_named_tuples_save_and_load():
     assert [type(part) for part in got] == [type(part) for part in want]
     for part, expected in zip(got, want, strict=True):
         assert_same(part, expected)
+
+
+@pytest.mark.skipif(bool(_modes.cpp_compiler_missing()), reason="AOTInductor needs a C++ compiler")
+@pytest.mark.filterwarnings(
+    "ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated:FutureWarning"
+)
+def test_aot_inductor_compiles_an_exported_round(tmp_path):
+    # About 20 s on the 2-core development CPU: one round, the QLEN mask, a dynamic batch.
+    module = Round(MaskMode.QLEN, False)
+    example = round_inputs(3, 0)
+    program = export(module, example, dynamic_shapes=dynamic_batch(example), strict=False)
+    package = torch._inductor.aoti_compile_and_package(
+        program, package_path=str(tmp_path / "round.pt2")
+    )
+    runner = torch._inductor.aoti_load_package(package)
+    for bs, seed in [(5, 1), (1, 2)]:
+        inputs = round_inputs(bs, seed)
+        assert_same(runner(*inputs), module(*inputs))
