@@ -24,6 +24,7 @@ from eagle_fn import (
 from helpers import reference
 from helpers.asserts import assert_trees_equal
 from helpers.drafts import draft_lists
+from helpers.threads import in_threads
 
 
 def pickle_round_trip(value):
@@ -154,11 +155,7 @@ def test_concurrent_first_use_builds_once(monkeypatch):
 
     monkeypatch.setattr(_memo, "_cache", cache)
     monkeypatch.setattr(chain, "ChainConstants", blocking_build)
-    threads = [threading.Thread(target=use, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(use, 16)
     assert errors == []
     assert len(builds) == 1
     assert all(r is results[0] for r in results)

@@ -28,6 +28,7 @@ from eagle_fn.profiling import OpCounter
 from eagle_fn.verify import VERIFY_GREEDY, greedy_core
 from helpers.asserts import assert_trees_equal, on
 from helpers.drafts import draft_lists, multilayer
+from helpers.threads import in_threads
 from helpers.trees import agreeing_target
 
 pytestmark = pytest.mark.compiled
@@ -222,11 +223,7 @@ def test_threads_making_their_first_call_at_once_share_one_graph(compiled_env):
         start.wait()
         results.append((worker.organize(topk_p, topk_index), topk_p, topk_index))
 
-    threads = [threading.Thread(target=organize, args=(seed,)) for seed in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(organize, 8)
     assert len(results) == 8
     for got, topk_p, topk_index in results:
         assert_trees_equal(got, organize_multilayer(cfg, topk_p, topk_index))

@@ -35,6 +35,7 @@ from eagle_fn.worker import PATHS
 from helpers import reference
 from helpers.asserts import assert_matches, assert_trees_equal
 from helpers.drafts import draft_lists, multilayer
+from helpers.threads import in_threads
 
 
 def worker(cfg, max_bs=8, **kwargs):
@@ -242,17 +243,13 @@ def test_threads_going_over_max_bs_at_once_warn_once():
             w = worker(DraftConfig.chain(3), max_bs=2)
             start = threading.Barrier(8)
 
-            def organize(w=w, start=start):
+            def organize(_, w=w, start=start):
                 start.wait()
                 w.organize(topk_p, topk_index)
 
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", MaxBatchWarning)
-                threads = [threading.Thread(target=organize) for _ in range(8)]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
+                in_threads(organize, 8)
             assert sum(issubclass(warning.category, MaxBatchWarning) for warning in caught) == 1
     finally:
         sys.setswitchinterval(interval)
@@ -626,15 +623,11 @@ def test_threads_building_their_first_workers_at_once_probe_the_compiler_once(mo
     monkeypatch.setattr(_modes, "_probe", functools.cache(_modes._probe.__wrapped__))
     found = []
 
-    def first_call():
+    def first_call(_):
         start.wait()
         found.append(_modes.cpp_compiler_missing())
 
-    threads = [threading.Thread(target=first_call) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(first_call, 8)
     assert found == ["no compiler"] * 8
     assert len(asked) == 1
 

@@ -9,6 +9,7 @@ import eagle_fn
 import eagle_fn.kernels
 from helpers.drafts import step_inputs
 from helpers.kernel_support import KERNEL_DEVICE
+from helpers.threads import in_threads
 
 
 def racing_launches(threads=4, calls_each=8):
@@ -32,9 +33,5 @@ def racing_launches(threads=4, calls_each=8):
             except Exception as error:  # any error of a thread is the finding
                 failures.append((type(error).__name__, str(error)[:80]))
 
-    running = [threading.Thread(target=run, args=(offset,)) for offset in range(threads)]
-    for thread in running:
-        thread.start()
-    for thread in running:
-        thread.join()
+    in_threads(run, threads)
     return failures
